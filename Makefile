@@ -1,0 +1,55 @@
+# archlab: every target creates/reuses .venv and installs what it needs.
+#   make demo      train a tokenizer + run a small architecture sweep on the embedded corpus, build its report
+#   make test      the default test suite (not `slow`)
+#   make test-all  everything, `slow` included
+#   make bench     the benchmarks under bench/ (results go in docs/benchmarks.md)
+#
+# torch: `pip install torch==2.13.0` picks a local CPU wheel where one is on pip's find-links (as on the
+# project's machines) and the normal PyPI build elsewhere. With a GPU, install the torch you want into .venv
+# first (or set TORCH_SPEC, e.g. make test TORCH_SPEC='torch --index-url https://download.pytorch.org/whl/cu124'):
+# an already-importable torch is kept as it is.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.archlab-installed
+PYTEST_ENV := WANDB_MODE=disabled HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+PYTEST := $(PYTEST_ENV) $(PY) -m pytest
+
+.PHONY: venv demo test test-all bench browser clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e '.[dev,joblib]'
+	touch $(STAMP)
+
+# Headless Chromium for the report-rendering test. Best effort: where it cannot be installed the test skips
+# and says why. In CI (CI=true, root) it is installed from Debian's packages.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "note: could not install chromium; the report-rendering test will skip"; \
+	    else echo "note: chromium not found and not root; the report-rendering test will skip"; fi; }
+
+demo: $(STAMP)
+	$(PY) -m experiments.demo
+
+test: $(STAMP) browser
+	$(PYTEST) -m "not slow"
+
+test-all: $(STAMP) browser
+	$(PYTEST)
+
+bench: $(STAMP)
+	$(PY) bench/bench_tokenizer.py
+	$(PY) bench/bench_model.py
+	$(PY) bench/bench_runner.py
+
+clean:
+	rm -rf $(VENV) outputs multirun .pytest_cache

@@ -1,0 +1,30 @@
+"""Shared test fixtures: offline environment and the optional ../shared/data directory.
+
+Tests that need the shared corpora (`../shared/data`, present in CI beside the clone) use the `shared_data`
+fixture and skip with a clear reason on a user's fresh clone where it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Never reach the network from tests, never block on wandb.
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ARCHLAB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path to ../shared/data; skips the test when it is absent (a user's fresh clone)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared test data not found at {SHARED_DATA} (set ARCHLAB_SHARED_DATA or place it beside the clone)")
+    return SHARED_DATA
