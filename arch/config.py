@@ -1,0 +1,135 @@
+"""ModelConfig and PosConfig: the plain, serialisable description of a model (no torch import here).
+
+Every string choice is a registry key: the torch modules hold dicts keyed by exactly the names below
+(`POSITIONAL`, `NORMS`, `BLOCKS`, `MLPS`, `ATTENTION`, `INITS`), and a test checks they agree.
+`d_head` / `d_mlp` left as None are derived in `__post_init__`, so a built config always holds concrete sizes.
+Not handled here: seeding, devices, dtypes (configs are pure data; seed in the training loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# Valid choices, one tuple per registry (kept here so the config validates without importing torch).
+POS_KINDS = ("learned", "sinusoidal", "relative", "alibi", "rope", "none")
+NORM_PLACEMENTS = ("pre", "post", "sandwich")
+NORM_TYPES = ("layernorm", "rmsnorm")
+ACTIVATIONS = ("gelu", "relu", "swiglu")
+ATTENTION_IMPLS = ("explicit", "sdpa", "manual")
+INIT_SCHEMES = ("gpt2",)
+
+
+def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"unknown {what} {value!r}; choose from {sorted(choices)}")
+
+
+def _from_dict(cls: type, d: dict[str, Any]) -> Any:
+    """cls(**d), but an unknown key raises a ValueError naming it and listing the valid keys."""
+    if not isinstance(d, dict):
+        raise TypeError(f"{cls.__name__}.from_dict expects a dict, got {type(d).__name__}")
+    valid = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in d if k not in valid]
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} key(s) {unknown}; valid keys are {valid}")
+    return cls(**d)
+
+
+@dataclass
+class PosConfig:
+    """Which position encoding, plus its parameters (each field says which kind reads it)."""
+
+    kind: str = "learned"  # learned | sinusoidal | relative | alibi | rope | none
+    num_buckets: int = 32  # relative only: number of T5 distance buckets (half exact, half log-spaced)
+    max_distance: int = 128  # relative only: distances >= this share the last bucket
+    rope_base: float = 10000.0  # rope only: theta_i = rope_base ** (-2i / d_head)
+
+    def __post_init__(self) -> None:
+        _check_choice("pos kind", self.kind, POS_KINDS)
+        if self.num_buckets < 2:
+            raise ValueError(f"pos.num_buckets must be >= 2, got {self.num_buckets}")
+        if self.max_distance < 1:
+            raise ValueError(f"pos.max_distance must be >= 1, got {self.max_distance}")
+        if self.rope_base <= 1.0:
+            raise ValueError(f"pos.rope_base must be > 1, got {self.rope_base}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PosConfig:
+        """PosConfig.from_dict({"kind": "relative", "num_buckets": 16}); unknown keys raise."""
+        return _from_dict(cls, d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ModelConfig:
+    """A GPT-style decoder. The defaults (with pos=learned) are exactly GPT-2's architecture.
+
+    >>> cfg = ModelConfig(vocab_size=512, n_ctx=128, d_model=128, n_layers=2, n_heads=4)
+    >>> cfg.d_head, cfg.d_mlp
+    (32, 512)
+    """
+
+    vocab_size: int  # number of token ids (the tokenizer's vocab_size)
+    n_ctx: int  # training context length; learned positions cover exactly this many
+    d_model: int  # residual stream width C
+    n_layers: int  # number of blocks
+    n_heads: int  # attention heads H
+    d_head: int | None = None  # per-head width D; None -> d_model // n_heads
+    d_mlp: int | None = None  # MLP hidden width; None -> 4 * d_model (swiglu: gate and up are each d_mlp wide)
+    activation: str = "gelu"  # gelu (tanh approximation, GPT-2's "gelu_new") | relu | swiglu
+    pos: PosConfig = field(default_factory=PosConfig)  # position encoding; a dict is converted
+    norm: str = "pre"  # pre | post | sandwich: where the norms sit around each sublayer
+    norm_type: str = "layernorm"  # layernorm | rmsnorm
+    bias: bool = True  # biases in Linears and LayerNorms, like GPT-2; False: none anywhere
+    dropout: float = 0.0  # on embeddings, attention probabilities and residual branches (GPT-2 places)
+    tie_embeddings: bool = True  # output projection shares the token embedding matrix
+    attention: str = "sdpa"  # explicit (einsum) | sdpa (torch fused) | manual (hand-written backward)
+    init: str = "gpt2"  # weight init scheme: gpt2 = N(0, 0.02), residual projections / sqrt(2 n_layers)
+    layer_norm_eps: float = 1e-5  # epsilon of every LayerNorm / RMSNorm
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pos, dict):
+            self.pos = PosConfig.from_dict(self.pos)
+        if not isinstance(self.pos, PosConfig):
+            raise TypeError(f"pos must be a PosConfig or a dict, got {type(self.pos).__name__}")
+        for name in ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.d_head is None:
+            if self.d_model % self.n_heads != 0:
+                raise ValueError(
+                    f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                    f"change one of them or set d_head explicitly"
+                )
+            self.d_head = self.d_model // self.n_heads
+        if self.d_mlp is None:
+            self.d_mlp = 4 * self.d_model
+        for name in ("d_head", "d_mlp"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if self.pos.kind == "rope" and self.d_head % 2 != 0:
+            raise ValueError(f"rope rotates pairs of dims, so d_head must be even; got d_head={self.d_head}")
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_choice("norm", self.norm, NORM_PLACEMENTS)
+        _check_choice("norm_type", self.norm_type, NORM_TYPES)
+        _check_choice("attention", self.attention, ATTENTION_IMPLS)
+        _check_choice("init", self.init, INIT_SCHEMES)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        """ModelConfig.from_dict({"vocab_size": 256, ..., "pos": {"kind": "rope"}}); unknown keys raise."""
+        return _from_dict(cls, dict(d))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (pos as a dict); from_dict(cfg.to_dict()) == cfg."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,191 @@
+"""Autoregressive decoding for archlab models: greedy, temperature / top-k / top-p sampling, beam search.
+
+Works with any model that maps ids (B, T) to logits (B, T, V), has `max_len` (None or the longest context
+it accepts) and, for `use_cache=True`, `new_kv_cache(batch_size)` whose cache is passed as
+`model(ids, kv_cache=cache)`, knows its `length`, and `reorder(index)`s its batch rows (beam search).
+
+Decisions:
+
+* Sampling applies temperature, then top-k, then top-p (the Hugging Face order). `temperature == 0` is greedy.
+* Beam search ranks by the plain sum of token log-probs (no length normalisation, which makes it an exact
+  search when `num_beams` covers every prefix, so it is testable against brute force). A finished beam (it
+  emitted `eos_id`) keeps its score and is extended only by `eos_id` at zero cost. Beam search is
+  deterministic: it ignores `temperature` and `generator`, and refuses `top_k` / `top_p`.
+* `eos_id`: each row stops at its first `eos_id` and is padded with `eos_id` afterwards; once every row has
+  finished, decoding stops early, so the output can be shorter than `T + max_new_tokens`.
+* Context limit: when the sequence outgrows `model.max_len` (learned positions), only the last `max_len`
+  tokens are fed, as nanoGPT does. A KV cache cannot shift positions, so from that step on the cache is
+  dropped and each step recomputes the cropped window.
+
+Not handled: padding / ragged prompts (all rows share the prompt length), repetition penalties, streaming.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def top_k_filter(logits: Tensor, k: int) -> Tensor:
+    """Keep the k largest logits of each row, set the rest to -inf (ties with the k-th value are kept).
+
+    >>> top_k_filter(torch.tensor([[1.0, 3.0, 2.0]]), 2)
+    tensor([[-inf, 3., 2.]])
+    """
+    if k < 1:
+        raise ValueError(f"top_k must be >= 1, got {k}")
+    if k >= logits.size(-1):
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1) the k-th largest value
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Nucleus filter: keep the smallest set of most-probable tokens whose probability sums to >= p.
+
+    A token survives when the probability mass strictly before it (in descending order) is < p, so the most
+    probable token always survives and p = 1 keeps everything.
+
+    >>> top_p_filter(torch.log(torch.tensor([[0.5, 0.2, 0.3]])), 0.7)  # 0.5 + 0.3 reaches 0.7
+    tensor([[-0.6931,    -inf, -1.2040]])
+    """
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {p}")
+    if p == 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (..., V)
+    probs = sorted_logits.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs  # mass of the strictly more probable tokens
+    drop_sorted = mass_before >= p
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def _check_args(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None, num_beams: int) -> None:
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if num_beams < 1:
+        raise ValueError(f"num_beams must be >= 1, got {num_beams}")
+    if num_beams > 1 and (top_k is not None or top_p is not None):
+        raise ValueError("beam search is deterministic: top_k / top_p only apply with num_beams=1")
+
+
+class _Stepper:
+    """Feeds a growing sequence to the model and returns the last position's logits, using the KV cache
+    while the sequence fits in `model.max_len` and recomputing a cropped window once it does not."""
+
+    def __init__(self, model: torch.nn.Module, batch_size: int, use_cache: bool):
+        self.model = model
+        self.max_len = getattr(model, "max_len", None)
+        self.cache = model.new_kv_cache(batch_size) if use_cache else None
+
+    def logits(self, seq: Tensor) -> Tensor:
+        """seq (B, T) the whole sequence so far -> (B, V) logits for the next token."""
+        if self.cache is not None:
+            if self.max_len is None or seq.size(1) <= self.max_len:
+                new = seq[:, self.cache.length :]  # (B, T_new) the ids the cache has not seen
+                return self.model(new, kv_cache=self.cache)[:, -1, :]
+            self.cache = None  # positions would have to shift: recompute from here on
+        window = seq if self.max_len is None else seq[:, -self.max_len :]  # (B, <= max_len)
+        return self.model(window)[:, -1, :]
+
+    def reorder(self, index: Tensor) -> None:
+        if self.cache is not None:
+            self.cache.reorder(index)
+
+
+def _sample(
+    logits: Tensor, temperature: float, top_k: int | None, top_p: float | None, generator: torch.Generator | None
+) -> Tensor:
+    """(B, V) logits -> (B,) next ids."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def generate(
+    model: torch.nn.Module,
+    ids: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos_id: int | None = None,
+    num_beams: int = 1,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Continue each row of `ids` (B, T) by up to `max_new_tokens` tokens; returns (B, T + n), prompt included.
+
+    The model runs in eval mode (dropout off) and its training flag is restored afterwards. A 1-D prompt
+    (T,) gives a 1-D result. Pass a seeded `torch.Generator` for reproducible sampling.
+
+    >>> out = generate(model, torch.tensor([[1, 2, 3]]), max_new_tokens=5, temperature=0)  # greedy, (1, 8)
+    """
+    _check_args(max_new_tokens, temperature, top_k, top_p, num_beams)
+    squeeze = ids.dim() == 1
+    if squeeze:
+        ids = ids.unsqueeze(0)  # (1, T)
+    was_training = model.training
+    model.eval()
+    try:
+        if num_beams > 1:
+            out = _beam_search(model, ids, max_new_tokens, num_beams, eos_id, use_cache)
+        else:
+            out = _decode(model, ids, max_new_tokens, temperature, top_k, top_p, eos_id, use_cache, generator)
+    finally:
+        model.train(was_training)
+    return out.squeeze(0) if squeeze else out
+
+
+def _decode(model, ids, max_new_tokens, temperature, top_k, top_p, eos_id, use_cache, generator) -> Tensor:
+    B = ids.size(0)
+    stepper = _Stepper(model, B, use_cache)
+    finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
+    for _ in range(max_new_tokens):
+        nxt = _sample(stepper.logits(ids), temperature, top_k, top_p, generator)  # (B,)
+        if eos_id is not None:
+            nxt = nxt.masked_fill(finished, eos_id)  # finished rows are padded with eos
+            finished |= nxt == eos_id
+        ids = torch.cat([ids, nxt[:, None]], dim=1)  # (B, T + 1)
+        if eos_id is not None and bool(finished.all()):
+            break
+    return ids
+
+
+def _beam_search(model, ids, max_new_tokens, K, eos_id, use_cache) -> Tensor:
+    B, T = ids.shape
+    seqs = ids.repeat_interleave(K, dim=0)  # (B·K, T): beams of row b are rows b·K .. b·K + K - 1
+    stepper = _Stepper(model, B * K, use_cache)
+    scores = torch.full((B, K), float("-inf"), device=ids.device, dtype=torch.float64)
+    scores[:, 0] = 0.0  # all beams start identical: only one may expand, or the first step picks duplicates
+    finished = torch.zeros(B * K, dtype=torch.bool, device=ids.device)
+    base = (torch.arange(B, device=ids.device) * K)[:, None]  # (B, 1) first flat row of each batch row
+    for _ in range(max_new_tokens):
+        logp = F.log_softmax(stepper.logits(seqs).double(), dim=-1)  # (B·K, V)
+        V = logp.size(-1)
+        if eos_id is not None:  # a finished beam can only emit eos, for free
+            frozen = torch.full_like(logp, float("-inf"))
+            frozen[:, eos_id] = 0.0
+            logp = torch.where(finished[:, None], frozen, logp)
+        cand = (scores[:, :, None] + logp.view(B, K, V)).view(B, K * V)  # (B, K·V)
+        scores, flat = torch.topk(cand, K, dim=-1)  # (B, K) best K continuations, in descending order
+        beam = (base + flat // V).view(-1)  # (B·K,) flat index of each survivor's parent beam
+        tok = (flat % V).view(-1)  # (B·K,)
+        seqs = torch.cat([seqs[beam], tok[:, None]], dim=1)  # (B·K, T + step)
+        stepper.reorder(beam)
+        if eos_id is not None:
+            finished = finished[beam] | (tok == eos_id)
+            if bool((finished | scores.view(-1).isinf()).all()):  # -inf beams are unused filler
+                break
+    return seqs.view(B, K, -1)[:, 1, :]  # (B, T + n) the best beam (topk is sorted)

@@ -1,0 +1,67 @@
+"""Causal attention as a torch.autograd.Function whose backward is derived by hand (no autograd inside).
+
+Forward, per batch row and head (scores S, pattern A, output Z):
+    S = Q K^T * scale + bias  (+ causal -inf above the diagonal when `causal`)
+    A = softmax(S)            (row-wise)
+    Z = (A * M) V             (M: the inverted-dropout mask already divided by 1 - p, or all ones)
+Backward, given dZ:
+    dV = (A * M)^T dZ                     dA = (dZ V^T) * M
+    dS = A * (dA - rowsum(dA * A))        (softmax Jacobian-vector product)
+    dQ = dS K * scale                     dK = dS^T Q * scale
+    dBias = dS summed over the dims the bias was broadcast along (e.g. over the batch for (H, T, T))
+It keeps A (B, H, T, T) for backward, i.e. O(T^2) memory, like the explicit path. Not handled: fused kernels,
+numerically-stable online softmax; this exists to be read and to be checked against autograd (gradcheck).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class ManualAttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, causal: bool, scale: float,
+                dropout_mask: Tensor | None) -> Tensor:
+        # q (B, H, Tq, D); k, v (B, H, Tk, D); bias broadcastable to (B, H, Tq, Tk)
+        s = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, Tq, Tk)
+        if bias is not None:
+            s = s + bias
+        if causal:
+            tq, tk = s.shape[-2:]
+            s = s.masked_fill(torch.ones(tq, tk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        a = torch.softmax(s, dim=-1)  # (B, H, Tq, Tk)
+        a_drop = a if dropout_mask is None else a * dropout_mask
+        z = torch.matmul(a_drop, v)  # (B, H, Tq, D)
+        ctx.save_for_backward(q, k, v, a, dropout_mask)
+        ctx.scale = scale
+        ctx.bias_shape = None if bias is None else bias.shape
+        return z
+
+    @staticmethod
+    def backward(ctx, dz: Tensor):
+        q, k, v, a, dropout_mask = ctx.saved_tensors
+        a_drop = a if dropout_mask is None else a * dropout_mask
+        dv = torch.matmul(a_drop.transpose(-2, -1), dz)  # (B, H, Tk, D)
+        da = torch.matmul(dz, v.transpose(-2, -1))  # (B, H, Tq, Tk)
+        if dropout_mask is not None:
+            da = da * dropout_mask
+        ds = a * (da - (da * a).sum(dim=-1, keepdim=True))  # (B, H, Tq, Tk); zero where masked (a = 0)
+        dq = torch.matmul(ds, k) * ctx.scale  # (B, H, Tq, D)
+        dk = torch.matmul(ds.transpose(-2, -1), q) * ctx.scale  # (B, H, Tk, D)
+        dbias = None
+        if ctx.bias_shape is not None and ctx.needs_input_grad[3]:
+            dbias = ds.sum_to_size(ctx.bias_shape)  # e.g. (H, Tq, Tk): summed over the batch
+        return dq, dk, dv, dbias, None, None, None
+
+
+def manual_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float) -> Tensor:
+    """Causal attention through ManualAttentionFunction; same contract as the other ATTENTION kernels."""
+    causal = bias is None and q.shape[-2] > 1
+    mask = None
+    if dropout_p > 0.0:
+        shape = (*q.shape[:-1], k.shape[-2])  # (B, H, Tq, Tk)
+        mask = torch.empty(shape, dtype=q.dtype, device=q.device).bernoulli_(1.0 - dropout_p) / (1.0 - dropout_p)
+    if bias is not None:
+        bias = bias.to(q.dtype)
+    return ManualAttentionFunction.apply(q, k, v, bias, causal, scale, mask)

@@ -1,0 +1,138 @@
+"""Transformer (a GPT-style causal decoder) and build_model(cfg).
+
+    ids (B, T) -> wte + pos.embed -> dropout -> blocks -> ln_f (Identity for post-LN) -> lm_head -> logits (B, T, V)
+
+With cfg = ModelConfig(pos=learned, norm=pre, activation=gelu, norm_type=layernorm, bias=True,
+tie_embeddings=True) this is exactly GPT-2 (see arch.convert.from_hf_gpt2). Parameter names:
+`wte`, `pos.wpe` (learned) / `pos.rel_bias` (relative), `blocks.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,
+mlp.c_fc,mlp.c_proj}` (+ `ln_1_out`, `ln_2_out` for sandwich), `ln_f` (pre / sandwich), `lm_head` (untied only).
+Not handled here: padding masks (left-padded batches), encoder-decoder use, mixed-precision policy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from arch.attention import Step
+from arch.block import BLOCKS
+from arch.config import ModelConfig
+from arch.kv_cache import KVCache
+from arch.norms import build_norm
+from arch.positional import build_positional
+
+
+def init_gpt2(model: Transformer) -> None:
+    """GPT-2 init: Linear/Embedding weights N(0, 0.02), biases 0, norms 1 (and 0), and the residual output
+    projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layers)).  (Radford et al. 2019, section 2.3)"""
+    std = 0.02
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            proj = name.endswith("attn.c_proj") or name.endswith("mlp.c_proj")
+            nn.init.normal_(module.weight, mean=0.0, std=std / math.sqrt(2 * model.cfg.n_layers) if proj else std)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+
+INITS = {
+    "gpt2": init_gpt2,
+}
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.norm not in BLOCKS:
+            raise ValueError(f"unknown norm {cfg.norm!r}; choose from {sorted(BLOCKS)}")
+        if cfg.init not in INITS:
+            raise ValueError(f"unknown init {cfg.init!r}; choose from {sorted(INITS)}")
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos = build_positional(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        block_cls = BLOCKS[cfg.norm]
+        self.blocks = nn.ModuleList(block_cls(cfg, i) for i in range(cfg.n_layers))
+        self.ln_f = build_norm(cfg) if block_cls.final_norm else nn.Identity()
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight  # one Parameter, listed once (as wte.weight)
+        # 0 on and below the diagonal, -inf above: folded into float biases (sdpa cannot mix is_causal + mask)
+        self.register_buffer("causal_mask", self._causal_table(cfg.n_ctx), persistent=False)
+        INITS[cfg.init](self)
+
+    @staticmethod
+    def _causal_table(n: int) -> Tensor:
+        return torch.full((n, n), float("-inf")).triu(1)  # (Tq, Tk)
+
+    @property
+    def max_len(self) -> int | None:
+        """n_ctx for learned positions; None when any sequence length runs."""
+        return self.pos.max_len
+
+    def new_kv_cache(self, batch_size: int) -> KVCache:
+        return KVCache(self.cfg.n_layers, batch_size)
+
+    def _attn_bias(self, start: int, t: int) -> Tensor | None:
+        """(H or 1, t, start + t) float bias with the causal mask folded in, or None for plain causal."""
+        bias = self.pos.attn_bias(start, t)  # (H, t, Tk) or None
+        if bias is None and (start == 0 or t == 1):
+            return None  # square causal (kernel masks), or one query that may see every key
+        end = start + t
+        if end > self.causal_mask.shape[0]:
+            self.causal_mask = self._causal_table(max(end, 2 * self.causal_mask.shape[0])).to(self.causal_mask)
+        mask = self.causal_mask[start:end, :end]  # (t, Tk)
+        return mask[None] if bias is None else bias + mask
+
+    def forward(self, ids: Tensor, kv_cache: KVCache | None = None,
+                capture: dict[str, Tensor] | None = None) -> Tensor:
+        """ids (B, T) long -> logits (B, T, V). With kv_cache, ids are the next T positions after the cache."""
+        B, T = ids.shape
+        start = 0
+        if kv_cache is not None:
+            if kv_cache.batch_size != B:
+                raise ValueError(f"kv_cache holds batch_size={kv_cache.batch_size}; got ids with B={B}")
+            start = kv_cache.length
+        x = self.drop(self.pos.embed(self.wte(ids), start))  # (B, T, C)
+        step = Step(start=start, bias=self._attn_bias(start, T), rotate=self.pos.rotate,
+                    kv_cache=kv_cache, capture=capture)
+        if capture is not None:
+            capture["embed"] = x
+        for i, block in enumerate(self.blocks):
+            if capture is not None:
+                capture[f"resid_pre.{i}"] = x
+            x = block(x, step)
+            if capture is not None:
+                capture[f"resid_post.{i}"] = x
+        x = self.ln_f(x)
+        if capture is not None:
+            capture["final"] = x
+        if kv_cache is not None:
+            kv_cache.advance(T)
+        return self.lm_head(x)  # (B, T, V)
+
+    def loss(self, ids: Tensor, targets: Tensor) -> Tensor:
+        """Mean next-token cross-entropy over targets (B, T) != -100."""
+        logits = self(ids)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+    def run_with_cache(self, ids: Tensor, kv_cache: KVCache | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """logits plus activations: embed, resid_pre.{i}, resid_post.{i} (B, T, C), attn_pattern.{i}
+        (B, H, T, Tk) and final (B, T, C, after ln_f). Patterns are computed explicitly whatever cfg.attention."""
+        cache: dict[str, Tensor] = {}
+        logits = self(ids, kv_cache=kv_cache, capture=cache)
+        return logits, cache
+
+    def generate(self, ids: Tensor, **kwargs: Any) -> Tensor:
+        """Delegates to arch.generate.generate(self, ids, **kwargs) (greedy / sampling / beam search)."""
+        from arch.generate import generate
+
+        return generate(self, ids, **kwargs)
+
+
+def build_model(cfg: ModelConfig) -> Transformer:
+    """build_model(ModelConfig(vocab_size=256, n_ctx=64, d_model=64, n_layers=2, n_heads=4)) -> Transformer"""
+    return Transformer(cfg)

@@ -1,0 +1,216 @@
+"""Position encodings behind one interface with three no-op hooks, and the POSITIONAL registry.
+
+An encoding acts in (at most) one of three places, so the model never asks "which kind?":
+  * `embed(x, start)`        adds to the token embeddings (learned, sinusoidal);
+  * `attn_bias(start, t)`    an additive score bias (H, t, start+t), shared by all layers (relative, alibi);
+  * `rotate(q, k, start)`    rotates queries and keys (rope).
+`start` is the absolute position of the first of the `t` new tokens (non-zero only with a KV cache), so every
+hook works on absolute positions. The causal mask is NOT part of `attn_bias`: the model folds it in.
+Everything except `learned` runs at any length: tables are cached as non-persistent buffers and regrown
+(at least doubling) when a longer sequence arrives. Not handled: bidirectional (encoder) relative buckets,
+scaled / NTK rope variants, the sqrt(d_model) embedding scale of Vaswani et al.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from arch.config import ModelConfig
+
+
+class Positional(nn.Module):
+    """Base class: every hook is a no-op. `max_len` is None when any sequence length works."""
+
+    max_len: int | None = None
+
+    def embed(self, x: Tensor, start: int) -> Tensor:  # x (B, T, C)
+        return x
+
+    def attn_bias(self, start: int, t: int) -> Tensor | None:  # -> (H, t, start + t) or None
+        return None
+
+    def rotate(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:  # q, k (B, H, T, D)
+        return q, k
+
+
+class NoPositional(Positional):
+    """NoPE: no position information at all; the causal mask alone breaks symmetry.
+    https://arxiv.org/abs/2203.16634 (Haviv et al. 2022)"""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+
+
+class LearnedPositional(Positional):
+    """GPT-2's learned absolute position embedding `wpe` (n_ctx, C); cannot run past n_ctx.
+    https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf"""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.max_len = cfg.n_ctx
+        self.wpe = nn.Embedding(cfg.n_ctx, cfg.d_model)
+
+    def embed(self, x: Tensor, start: int) -> Tensor:
+        end = start + x.shape[1]
+        if end > self.max_len:
+            raise ValueError(
+                f"learned positions cover n_ctx={self.max_len}; got T={end}; use a non-learned encoding to extrapolate"
+            )
+        return x + self.wpe.weight[start:end]  # (B, T, C) + (T, C)
+
+
+def sinusoidal_table(n_pos: int, d_model: int) -> Tensor:
+    """(n_pos, d_model) float64: sin on even dims, cos on odd dims, angle p / 10000^(2i / d_model)."""
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]  # (P, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(C/2),)
+    angle = pos / (10000.0 ** (two_i / d_model))  # (P, ceil(C/2))
+    table = torch.empty(n_pos, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return table
+
+
+class SinusoidalPositional(Positional):
+    """Fixed sinusoids added to the embeddings (no parameters), computed for any length.
+    https://arxiv.org/abs/1706.03762 (Vaswani et al. 2017, section 3.5)"""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.d_model = cfg.d_model
+        self.register_buffer("table", sinusoidal_table(cfg.n_ctx, cfg.d_model).float(), persistent=False)
+
+    def embed(self, x: Tensor, start: int) -> Tensor:
+        end = start + x.shape[1]
+        if end > self.table.shape[0]:
+            n = max(end, 2 * self.table.shape[0])
+            self.table = sinusoidal_table(n, self.d_model).to(self.table)
+        return x + self.table[start:end]  # (B, T, C) + (T, C)
+
+
+def relative_bucket(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """T5's unidirectional (causal) bucket of `relative_position = key_pos - query_pos` (<= 0 for visible keys).
+
+    Distances n = max(query - key, 0) below num_buckets // 2 get their own bucket; larger ones are log-spaced
+    over the remaining buckets up to max_distance; farther ones share the last bucket.
+    Example (32, 128): n=0..15 -> 0..15, n=16 -> 16, n=20 -> 17, n=32 -> 21, n=64 -> 26, n=127 -> 31, n=1000 -> 31.
+    """
+    n = (-relative_position).clamp(min=0)
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    # subtle: log(0) is avoided by clamping; those entries take the `is_small` branch anyway
+    large = max_exact + (
+        torch.log(n.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).long()
+    large = large.clamp(max=num_buckets - 1)
+    return torch.where(is_small, n, large)
+
+
+class RelativePositional(Positional):
+    """T5 relative position bias: a learned scalar per (bucket, head), shared by all layers, added to scores.
+    https://arxiv.org/abs/1910.10683 (Raffel et al. 2020, section 2.1)"""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.num_buckets, self.max_distance = cfg.pos.num_buckets, cfg.pos.max_distance
+        self.rel_bias = nn.Embedding(cfg.pos.num_buckets, cfg.n_heads)  # (num_buckets, H)
+        self.register_buffer("buckets", self._bucket_table(cfg.n_ctx), persistent=False)
+
+    def _bucket_table(self, n: int) -> Tensor:
+        pos = torch.arange(n)
+        return relative_bucket(pos[None, :] - pos[:, None], self.num_buckets, self.max_distance)  # (Tq, Tk)
+
+    def attn_bias(self, start: int, t: int) -> Tensor:
+        end = start + t
+        if end > self.buckets.shape[0]:
+            self.buckets = self._bucket_table(max(end, 2 * self.buckets.shape[0])).to(self.buckets.device)
+        idx = self.buckets[start:end, :end]  # (t, Tk)
+        return self.rel_bias.weight.t()[:, idx]  # (H, t, Tk)
+
+
+def alibi_slopes(n_heads: int) -> list[float]:
+    """Head slopes of Press et al.: geometric 2^(-8/n), 2^(-16/n), ... for a power-of-two n; otherwise the
+    slopes of the nearest lower power of two followed by every other slope of the next power of two."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_heads).is_integer():
+        return power_of_two(n_heads)
+    lower = 2 ** math.floor(math.log2(n_heads))
+    return power_of_two(lower) + alibi_slopes(2 * lower)[0::2][: n_heads - lower]
+
+
+class AlibiPositional(Positional):
+    """ALiBi: a fixed per-head linear penalty slope_h * (key - query) on the scores; no parameters.
+    https://arxiv.org/abs/2108.12409 (Press et al. 2021)"""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.register_buffer("slopes", torch.tensor(alibi_slopes(cfg.n_heads))[:, None, None], persistent=False)
+        self.register_buffer("distance", self._distance_table(cfg.n_ctx), persistent=False)
+
+    @staticmethod
+    def _distance_table(n: int) -> Tensor:
+        pos = torch.arange(n, dtype=torch.float32)
+        return pos[None, :] - pos[:, None]  # (Tq, Tk): key - query, <= 0 on and below the diagonal
+
+    def attn_bias(self, start: int, t: int) -> Tensor:
+        end = start + t
+        if end > self.distance.shape[0]:
+            self.distance = self._distance_table(max(end, 2 * self.distance.shape[0])).to(self.distance)
+        return self.slopes * self.distance[start:end, :end]  # (H, 1, 1) * (t, Tk) -> (H, t, Tk)
+
+
+def rope_tables(n_pos: int, d_head: int, base: float) -> tuple[Tensor, Tensor]:
+    """cos, sin (n_pos, d_head // 2) float64 of angle p * base^(-2i / d_head)."""
+    inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (D/2,)
+    angle = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq  # (P, D/2)
+    return angle.cos(), angle.sin()
+
+
+class RotaryPositional(Positional):
+    """RoPE on q and k, "rotate-half" layout (GPT-NeoX / HF Llama): dim i pairs with dim i + D/2, rotated by
+    angle p * base^(-2i/D). So q.k after rotation depends only on the offset between the two positions.
+    https://arxiv.org/abs/2104.09864 (Su et al. 2021)"""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.d_head, self.base = cfg.d_head, cfg.pos.rope_base
+        cos, sin = rope_tables(cfg.n_ctx, self.d_head, self.base)
+        self.register_buffer("cos", cos.float(), persistent=False)
+        self.register_buffer("sin", sin.float(), persistent=False)
+
+    def rotate(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        end = start + q.shape[-2]
+        if end > self.cos.shape[0]:
+            cos, sin = rope_tables(max(end, 2 * self.cos.shape[0]), self.d_head, self.base)
+            self.cos, self.sin = cos.to(self.cos), sin.to(self.sin)
+        cos, sin = self.cos[start:end], self.sin[start:end]  # (T, D/2)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate-half RoPE: x (B, H, T, D), cos/sin (T, D/2) -> (B, H, T, D)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (B, H, T, D/2) each
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+POSITIONAL: dict[str, type[Positional]] = {
+    "learned": LearnedPositional,
+    "sinusoidal": SinusoidalPositional,
+    "relative": RelativePositional,
+    "alibi": AlibiPositional,
+    "rope": RotaryPositional,
+    "none": NoPositional,
+}
+
+
+def build_positional(cfg: ModelConfig) -> Positional:
+    kind = cfg.pos.kind
+    if kind not in POSITIONAL:
+        raise ValueError(f"unknown pos {kind!r}; choose from {sorted(POSITIONAL)}")
+    return POSITIONAL[kind](cfg)

@@ -1,0 +1,282 @@
+"""Corpus sources and batching: documents in, train/val document lists out; token arrays in, (x, y) windows out.
+
+Sources (`data.source`, one `conf/data/*.yaml` each):
+  * `embedded`: tokenizer.corpus, Python's help topics (no download, no files outside the Python install);
+  * `text`: local UTF-8 files or glob patterns, one document per file;
+  * `hf`: a Hugging Face `datasets` dataset, by hub name or local path (save_to_disk folder, or data files).
+The train/val split is deterministic: `split_by=documents` sends an evenly spread `val_fraction` of the documents
+to validation; `split_by=stream` cuts the concatenated text at `1 - val_fraction` (the token stream's tail is
+held out, and the tokenizer never sees it). `corpus_key` is a sha256 of the split content, the cache key for
+tokenizers and token arrays. Windows are drawn uniformly at random from a token array with a seeded
+torch.Generator (one per rank), like nanoGPT's get_batch.
+Not handled: corpora that do not fit in memory as Python strings, streaming datasets, document-aware windows
+(windows cross document boundaries, which the <|endoftext|> token marks).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from experiments.errors import ConfigError
+
+SPLITS = ("documents", "stream")
+_OFFLINE_VALUES = ("1", "true", "yes", "on")
+
+
+@dataclass
+class Corpus:
+    """A split corpus: documents for training (and tokenizer training) and for validation."""
+
+    name: str
+    train_docs: list[str]
+    val_docs: list[str]
+    identity: dict[str, Any] = field(default_factory=dict)  # what the source and split were (for the cache)
+
+    @property
+    def key(self) -> str:
+        """sha256 over the split's content (length-prefixed documents), the cache key of this corpus."""
+        h = hashlib.sha256()
+        for split, docs in (("train", self.train_docs), ("val", self.val_docs)):
+            h.update(f"{split}:{len(docs)}\n".encode())
+            for doc in docs:
+                b = doc.encode("utf-8", errors="surrogatepass")
+                h.update(len(b).to_bytes(8, "little"))
+                h.update(b)
+        return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# splitting
+
+
+def split_documents(docs: list[str], val_fraction: float, split_by: str) -> tuple[list[str], list[str]]:
+    """Deterministic train/val split.
+
+    documents: document i goes to val when floor((i+1)·f) > floor(i·f), i.e. every ~1/f-th document.
+    stream: the concatenation is cut at character (1-f)·total; the cut document is split in two.
+
+    >>> split_documents(["a", "b", "c", "d"], 0.25, "documents")
+    (['a', 'b', 'c'], ['d'])
+    >>> split_documents(["aaaa", "bbbb"], 0.25, "stream")
+    (['aaaa', 'bb'], ['bb'])
+    """
+    if split_by == "documents":
+        if len(docs) < 2:
+            raise ConfigError(
+                f"data.split_by=documents needs at least 2 documents, got {len(docs)}; use data.split_by=stream"
+            )
+        val_idx = {i for i in range(len(docs)) if int((i + 1) * val_fraction) > int(i * val_fraction)}
+        if len(val_idx) == len(docs):
+            val_idx = {len(docs) - 1}
+        train = [d for i, d in enumerate(docs) if i not in val_idx]
+        val = [d for i, d in enumerate(docs) if i in val_idx]
+        return train, val
+    if split_by == "stream":
+        total = sum(len(d) for d in docs)
+        cut = int(round(total * (1.0 - val_fraction)))
+        train, val, seen = [], [], 0
+        for d in docs:
+            if seen + len(d) <= cut:
+                train.append(d)
+            elif seen >= cut:
+                val.append(d)
+            else:
+                train.append(d[: cut - seen])
+                val.append(d[cut - seen :])
+            seen += len(d)
+        return [d for d in train if d], [d for d in val if d]
+    raise ConfigError(f"unknown data.split_by {split_by!r}; choose from {list(SPLITS)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sources
+
+
+def _embedded(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
+    from tokenizer.corpus import EMBEDDED_NAME, embedded_documents
+
+    return EMBEDDED_NAME, embedded_documents(), None, {"source": "embedded", "name": EMBEDDED_NAME}
+
+
+def expand_paths(patterns: list[str]) -> list[Path]:
+    """Files named by `patterns` (globs expanded, `~` too), sorted within each pattern; a miss raises ConfigError."""
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [patterns]
+    if not patterns:
+        raise ConfigError("data.paths is empty; pass data.paths=[file.txt,'dir/*.txt']")
+    files: list[Path] = []
+    for pattern in patterns:
+        pattern = os.path.expanduser(str(pattern))
+        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        matches = [m for m in matches if Path(m).is_file()]
+        if not matches:
+            raise ConfigError(f"data.paths: no file matches {pattern!r} (cwd {os.getcwd()})")
+        files.extend(Path(m) for m in matches)
+    return files
+
+
+def _text(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
+    files = expand_paths(cfg["paths"])
+    docs = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    name = files[0].stem if len(files) == 1 else f"{files[0].stem}+{len(files) - 1}"
+    return name, docs, None, {"source": "text", "paths": [str(f) for f in files]}
+
+
+def hf_offline() -> bool:
+    return any(os.environ.get(v, "").lower() in _OFFLINE_VALUES for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A TCP connect to the Hugging Face hub within `timeout` seconds (HF_ENDPOINT respected)."""
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _hub_help(name: str, why: str) -> str:
+    return (
+        f"data.name={name!r} is not a local path and the Hugging Face hub is {why}. Use local files instead: "
+        f"data=text data.paths=[file.txt,...], or data=hf data.name=/path/to/dataset (a save_to_disk folder or "
+        f"a folder/file of .txt/.json/.jsonl/.csv/.parquet), or download it once with network access "
+        f"(the datasets cache is then used offline)"
+    )
+
+
+def check_hf_source(cfg: dict[str, Any]) -> None:
+    """Fail fast (seconds) on a hub name that cannot be reached; local paths must exist."""
+    name = str(cfg["name"])
+    if Path(os.path.expanduser(name)).exists():
+        return
+    if name.startswith(("/", "./", "../", "~")):
+        raise ConfigError(f"data.name: local path {name!r} does not exist")
+    if hf_offline():
+        return  # the datasets cache may have it; load_hf turns a cache miss into the same message
+    if not hub_reachable():
+        raise ConfigError(_hub_help(name, "unreachable (no network?)"))
+
+
+_DATA_FILE_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def _load_hf_split(cfg: dict[str, Any], split: str):
+    import datasets
+
+    name = os.path.expanduser(str(cfg["name"]))
+    path = Path(name)
+    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
+        ds = datasets.load_from_disk(str(path))
+        return ds[split] if isinstance(ds, datasets.DatasetDict) else ds
+    if path.is_file():
+        builder = _DATA_FILE_BUILDERS.get(path.suffix)
+        if builder is None:
+            raise ConfigError(f"data.name: unsupported file type {path.suffix!r}; use one of {sorted(_DATA_FILE_BUILDERS)}")
+        return datasets.load_dataset(builder, data_files={split: str(path)}, split=split)
+    return datasets.load_dataset(name, cfg.get("config_name"), split=split)
+
+
+def _hf(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
+    check_hf_source(cfg)
+    column = cfg.get("text_column", "text")
+
+    def take(split: str, limit: int | None) -> list[str]:
+        try:
+            ds = _load_hf_split(cfg, split)
+        except ConfigError:
+            raise
+        except (ConnectionError, OSError, TimeoutError) as e:  # requests/httpx errors subclass these
+            raise ConfigError(_hub_help(str(cfg["name"]), f"not usable ({type(e).__name__}: {e})")) from None
+        except Exception as e:  # datasets raises its own types for a cache miss offline, a bad split, ...
+            if hf_offline() or "offline" in str(e).lower() or "connect" in str(e).lower():
+                raise ConfigError(_hub_help(str(cfg["name"]), f"not usable ({type(e).__name__}: {e})")) from None
+            raise
+        if column not in ds.column_names:
+            raise ConfigError(f"data.text_column={column!r} is not a column of {cfg['name']!r}; columns: {ds.column_names}")
+        if limit is not None:
+            ds = ds.select(range(min(int(limit), len(ds))))
+        return [t for t in ds[column] if t]
+
+    train = take(cfg.get("split", "train"), cfg.get("max_documents"))
+    val = take(cfg["val_split"], cfg.get("max_val_documents")) if cfg.get("val_split") else None
+    identity = {k: cfg.get(k) for k in ("name", "config_name", "split", "val_split", "text_column", "max_documents", "max_val_documents")}
+    return Path(str(cfg["name"])).name, train, val, {"source": "hf", **identity}
+
+
+SOURCES = {
+    "embedded": _embedded,
+    "text": _text,
+    "hf": _hf,
+}
+
+
+def check_source(cfg: dict[str, Any]) -> None:
+    """Cheap checks of a data config that need no loading: known source, split settings, paths, hub reachability."""
+    source = cfg.get("source")
+    if source not in SOURCES:
+        raise ConfigError(f"unknown data.source {source!r}; choose from {sorted(SOURCES)}")
+    if cfg.get("split_by", "documents") not in SPLITS:
+        raise ConfigError(f"unknown data.split_by {cfg.get('split_by')!r}; choose from {list(SPLITS)}")
+    f = cfg.get("val_fraction", 0.1)
+    if not isinstance(f, (int, float)) or not 0.0 < f < 1.0:
+        raise ConfigError(f"data.val_fraction must be in (0, 1), got {f!r}")
+    if source == "text":
+        expand_paths(cfg["paths"])
+    elif source == "hf":
+        check_hf_source(cfg)
+
+
+def load_corpus(cfg: dict[str, Any]) -> Corpus:
+    """Read the configured source and split it into train/val documents (deterministically)."""
+    check_source(cfg)
+    name, docs, val_docs, identity = SOURCES[cfg["source"]](cfg)
+    if val_docs is None:
+        train_docs, val_docs = split_documents(docs, float(cfg.get("val_fraction", 0.1)), cfg.get("split_by", "documents"))
+        identity = {**identity, "val_fraction": cfg.get("val_fraction"), "split_by": cfg.get("split_by")}
+    else:
+        train_docs = docs
+    if not train_docs or not val_docs:
+        raise ConfigError(f"corpus {name!r} has {len(train_docs)} train / {len(val_docs)} val documents; both must be non-empty")
+    return Corpus(name=name, train_docs=train_docs, val_docs=val_docs, identity=identity)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# batching
+
+
+class WindowSampler:
+    """Random (x, y) windows of `n_ctx` tokens from a 1-D token array; y is x shifted by one.
+
+    Window starts are uniform over the array, drawn from `generator` (seeded per rank), so the sequence of
+    batches is a function of the seed alone and resumes exactly from `generator.get_state()`.
+    """
+
+    def __init__(self, tokens: np.ndarray, n_ctx: int, batch_size: int, generator: torch.Generator):
+        if len(tokens) < n_ctx + 2:
+            raise ConfigError(f"the training split has {len(tokens)} tokens, fewer than n_ctx + 2 = {n_ctx + 2}; lower train.n_ctx")
+        self.tokens, self.n_ctx, self.batch_size, self.generator = tokens, n_ctx, batch_size, generator
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """x, y: (B, T) int64 on the CPU."""
+        T = self.n_ctx
+        starts = torch.randint(0, len(self.tokens) - T - 1, (self.batch_size,), generator=self.generator).tolist()
+        chunk = np.stack([np.asarray(self.tokens[s : s + T + 1], dtype=np.int64) for s in starts])  # (B, T+1)
+        chunk = torch.from_numpy(chunk)
+        return chunk[:, :-1], chunk[:, 1:]
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The data generator's seed for a rank: distinct streams per (seed, rank), stable across runs."""
+    return int(np.random.SeedSequence([int(seed), int(rank)]).generate_state(1)[0])

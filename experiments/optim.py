@@ -1,0 +1,66 @@
+"""The optimizer: AdamW with weight decay on matrices only.
+
+No decay on biases, norm weights and embeddings (token and learned-position tables), the GPT-2/nanoGPT
+convention: decaying them pulls norms towards zero and embeddings of rare tokens towards the origin. A tied
+output projection is the token embedding, so it is not decayed either. Parameters are grouped by the module that
+owns them, not by name patterns, so a new norm class needs no change here as long as its name contains "Norm".
+Not handled: other optimizers (add a builder to OPTIMIZERS), per-layer lr, ZeRO/FSDP sharding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def _no_decay_module(module: nn.Module) -> bool:
+    return isinstance(module, nn.Embedding) or "Norm" in type(module).__name__
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """[{decay params, weight_decay}, {no-decay params, 0.0}]; each parameter appears once (tied ones too).
+
+    A parameter is in the no-decay group if it is 1-D (a bias or a gain) or owned by an embedding or norm module.
+    """
+    no_decay: dict[int, nn.Parameter] = {}
+    for module in model.modules():
+        if _no_decay_module(module):
+            for p in module.parameters(recurse=False):
+                no_decay[id(p)] = p
+    decay, rest = [], []
+    for p in model.parameters():  # deduplicated by torch: a tied weight is yielded once
+        if not p.requires_grad:
+            continue
+        (rest if id(p) in no_decay or p.ndim < 2 else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": rest, "weight_decay": 0.0},
+    ]
+
+
+def _adamw(model: nn.Module, cfg: dict[str, Any], device: torch.device) -> torch.optim.Optimizer:
+    # fused AdamW is a real speed-up on CUDA; the CPU path keeps the reference implementation (bit-exact resume)
+    fused = device.type == "cuda"
+    return torch.optim.AdamW(
+        param_groups(model, float(cfg["weight_decay"])),
+        lr=float(cfg["lr"]),
+        betas=tuple(float(b) for b in cfg["betas"]),
+        eps=float(cfg["eps"]),
+        fused=fused,
+    )
+
+
+OPTIMIZERS: dict[str, Callable[[nn.Module, dict[str, Any], torch.device], torch.optim.Optimizer]] = {
+    "adamw": _adamw,
+}
+
+
+def build_optimizer(model: nn.Module, cfg: dict[str, Any], device: torch.device) -> torch.optim.Optimizer:
+    """OPTIMIZERS[cfg["name"]](model, cfg, device); the lr in each group is later set by the schedule."""
+    name = cfg.get("name", "adamw")
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; choose from {sorted(OPTIMIZERS)}")
+    return OPTIMIZERS[name](model, cfg, device)

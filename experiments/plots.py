@@ -1,0 +1,211 @@
+"""The comparison report's figures (matplotlib, Agg backend; no display needed).
+
+Every function takes data already aggregated by compare.py, draws one figure and writes one PNG. Group `i`
+keeps colour `i` in every figure. Diverged / failed runs are drawn as thin dashed lines ending in an ×
+(the last finite point), never dropped. Not handled here: deciding whether a plot applies (compare.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
+
+DPI = 110
+BAD_MARK = dict(marker="x", s=70, linewidths=2.2, zorder=6)
+
+plt.rcParams.update({
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
+    "axes.titlesize": 12, "axes.titleweight": "bold", "axes.labelsize": 10.5, "legend.fontsize": 9,
+    "legend.framealpha": 0.9, "font.size": 10,
+})
+
+X_LABELS = {
+    "tokens": "training tokens",
+    "step": "optimizer step",
+    "flops": "training compute (FLOPs)",
+    "time": "wall-clock time (s)",
+}
+
+
+def _save(fig: plt.Figure, path: Path, legend: bool = True) -> Path:
+    """Legend below the axes (never over the data, same place in every figure), then write the PNG."""
+    fig.tight_layout()
+    if legend:
+        handles, labels = {}, []
+        for ax in fig.axes:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in handles and not lab.startswith("_"):
+                    handles[lab] = h
+                    labels.append(lab)
+        if handles:
+            ncol = 1 if max(len(lab) for lab in labels) > 60 else min(3, len(labels))
+            fig.legend([handles[lab] for lab in labels], labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                       ncol=ncol, frameon=False)
+    fig.savefig(path, dpi=DPI, facecolor="white", bbox_inches="tight", pad_inches=0.15)
+    plt.close(fig)
+    return path
+
+
+def plot_curves(path: Path, groups: list[dict[str, Any]], x: str, metric: str, title: str) -> Path:
+    """Mean ± std band per group on a common x grid, plus dashed diverged runs ending in ×.
+
+    groups: [{label, color, grid, mean, std, n_runs, bad: [(xs, ys)]}]."""
+    fig, ax = plt.subplots(figsize=(9.5, 5.4))
+    finite = []
+    for g in groups:
+        grid, mean, std = g["grid"], g["mean"], g["std"]
+        if grid is not None and len(grid):
+            label = f"{g['label']} (n={g['n_runs']})"
+            ax.plot(grid, mean, color=g["color"], lw=2, label=label)
+            ok = np.isfinite(std)
+            if ok.any():
+                ax.fill_between(grid, mean - np.where(ok, std, 0), mean + np.where(ok, std, 0),
+                                color=g["color"], alpha=0.18, lw=0, where=ok)
+            finite.append(mean[np.isfinite(mean)])
+    top = None
+    if finite and any(len(f) for f in finite):
+        allv = np.concatenate(finite)
+        lo, hi = float(np.min(allv)), float(np.percentile(allv, 99.5))
+        pad = 0.06 * (hi - lo if hi > lo else abs(hi) + 1e-9)
+        top = hi + pad
+        ax.set_ylim(lo - pad, top)
+    marked = False
+    for g in groups:
+        for xs, ys in g["bad"]:
+            if len(xs) == 0:
+                continue
+            ax.plot(xs, np.minimum(ys, top) if top is not None else ys, color=g["color"], lw=1, ls="--", alpha=0.8)
+            yx = min(ys[-1], top) if top is not None else ys[-1]
+            ax.scatter([xs[-1]], [yx], color=g["color"], clip_on=False,
+                       label=None if marked else "diverged / failed (last finite point)", **BAD_MARK)
+            marked = True
+    ax.set_xlabel(X_LABELS.get(x, x))
+    ax.set_ylabel(metric)
+    ax.set_title(title)
+    if x in ("tokens", "flops"):
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    return _save(fig, path)
+
+
+def plot_final(path: Path, groups: list[dict[str, Any]], metric: str, title: str) -> Path:
+    """Final metric per run (dots; × for diverged/failed) with each group's mean ± std.
+
+    groups: [{label, color, good: [values], bad: [values], mean, std}]."""
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.3 * len(groups) + 3), 4.8))
+    rng = np.random.default_rng(0)  # fixed jitter, so reports are reproducible
+    for i, g in enumerate(groups):
+        good = np.asarray(g["good"], dtype=float)
+        if len(good):
+            ax.scatter(i + rng.uniform(-0.12, 0.12, len(good)), good, color=g["color"], s=30, alpha=0.75, zorder=4)
+        if np.isfinite(g["mean"]):
+            err = g["std"] if np.isfinite(g["std"]) else 0.0
+            ax.errorbar([i + 0.28], [g["mean"]], yerr=[err], color=g["color"], fmt="D", ms=7, capsize=5, lw=2, zorder=5)
+        bad = [v for v in g["bad"] if v is not None and np.isfinite(v)]
+        if bad:
+            ax.scatter([i - 0.28] * len(bad), bad, color=g["color"], **BAD_MARK)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([g["label"].replace(" ", "\n") for g in groups], fontsize=9)
+    ax.set_ylabel(metric)
+    ax.set_title(title)
+    ax.scatter([], [], color="grey", s=30, label="one seed")
+    ax.errorbar([], [], yerr=[], color="grey", fmt="D", label="mean ± std")
+    if any(g["bad"] for g in groups):
+        ax.scatter([], [], color="grey", label="diverged (last finite value)", **BAD_MARK)
+    return _save(fig, path)
+
+
+def plot_extrapolation(path: Path, groups: list[dict[str, Any]], modes: list[str], n_ctx: int | None, title: str) -> Path:
+    """Loss vs eval length (multiples of the training context), one panel per eval mode.
+
+    groups: [{label, color, points: {mode: [(k, mean, std, n)]}}]; N/A points are simply absent."""
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.2 * len(modes), 4.9), squeeze=False, sharey=True)
+    ks_all = sorted({k for g in groups for m in modes for k, *_ in g["points"].get(m, [])})
+    for ax, mode in zip(axes[0], modes):
+        for g in groups:
+            pts = g["points"].get(mode, [])
+            if not pts:
+                continue
+            ks, mean, std, _ = (np.asarray(v, dtype=float) for v in zip(*pts))
+            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], marker="o", ms=5,
+                        capsize=3, lw=2, label=g["label"])
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ks_all)
+        if n_ctx:
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda k, _: f"{k:g}×\n({int(k * n_ctx)} tok)"))
+        else:
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda k, _: f"{k:g}×"))
+        ax.minorticks_off()
+        ax.set_xlabel("eval length (multiple of training context)")
+        ax.set_title(f"{mode} eval")
+    axes[0][0].set_ylabel("val loss (nats/token)")
+    fig.suptitle(title, fontweight="bold")
+    return _save(fig, path)
+
+
+def plot_grad_norms(path: Path, groups: list[dict[str, Any]], panels: list[str], title: str) -> Path:
+    """Mean gradient norm per layer index, one line per group; one panel per phase (e.g. early / whole run).
+
+    groups: [{label, color, layers, phases: {panel: (mean, std)}, bad: {panel: [per-layer arrays]}}]."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.7), squeeze=False, sharey=True)
+    for ax, panel in zip(axes[0], panels):
+        for g in groups:
+            if panel in g["phases"]:
+                mean, std = g["phases"][panel]
+                ax.errorbar(g["layers"], mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], marker="o",
+                            ms=5, capsize=3, lw=2, label=g["label"])
+            for arr in g["bad"].get(panel, []):
+                ax.plot(g["layers"], arr, color=g["color"], ls="--", lw=1, marker="x", ms=6, alpha=0.8)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "1235" else ""))
+        ax.set_xlabel("layer index (0 = nearest the embedding)")
+        ax.set_title(panel)
+        layers = sorted({i for g in groups for i in g["layers"]})
+        ax.set_xticks(layers if len(layers) <= 16 else layers[:: max(1, len(layers) // 12)])
+    axes[0][0].set_ylabel("gradient L2 norm (log scale)")
+    if any(g["bad"].get(p) for g in groups for p in panels):
+        axes[0][0].plot([], [], color="grey", ls="--", marker="x", label="diverged / failed run")
+    fig.suptitle(title, fontweight="bold")
+    return _save(fig, path)
+
+
+def plot_aspect(path: Path, series: list[dict[str, Any]], metric: str, title: str) -> Path:
+    """Final metric vs aspect ratio d_model / n_layers (log x), points annotated with shape and non-embedding
+    params; points of one series (same budget and other settings) are joined.
+
+    series: [{label, points: [{aspect, mean, std, color, label, text, bad: [values]}]}]."""
+    fig, ax = plt.subplots(figsize=(9.5, 5.4))
+    seen: set[str] = set()
+    for s in series:
+        pts = sorted(s["points"], key=lambda p: p["aspect"])
+        good = [p for p in pts if np.isfinite(p["mean"])]
+        if len(good) > 1:
+            ax.plot([p["aspect"] for p in good], [p["mean"] for p in good], color="0.55", lw=1.3, zorder=2,
+                    label=s["label"])
+        for p in pts:
+            if np.isfinite(p["mean"]):
+                ax.errorbar([p["aspect"]], [p["mean"]], yerr=[p["std"] if np.isfinite(p["std"]) else 0],
+                            color=p["color"], fmt="o", ms=8, capsize=4, lw=2, zorder=4)
+                ax.annotate(p["text"], (p["aspect"], p["mean"]), textcoords="offset points", xytext=(8, 6), fontsize=8.5,
+                            color="0.2")
+            if p["label"] not in seen:
+                ax.scatter([], [], color=p["color"], s=50, label=p["label"])
+                seen.add(p["label"])
+            for v in p["bad"]:
+                ax.scatter([p["aspect"]], [v], color=p["color"], **BAD_MARK)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("aspect ratio d_model / n_layers (log scale; left = deep & narrow, right = shallow & wide)")
+    ax.set_ylabel(f"final {metric}")
+    ax.set_title(title)
+    if any(p["bad"] for s in series for p in s["points"]):
+        ax.scatter([], [], color="grey", label="diverged run (last finite value)", **BAD_MARK)
+    ax.margins(x=0.15, y=0.15)
+    return _save(fig, path)

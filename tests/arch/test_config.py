@@ -1,0 +1,95 @@
+"""ModelConfig / PosConfig: derived sizes, dict round trip, and validation messages that list valid choices."""
+
+from __future__ import annotations
+
+import pytest
+
+from arch.attention import ATTENTION
+from arch.block import BLOCKS
+from arch.config import (ACTIVATIONS, ATTENTION_IMPLS, INIT_SCHEMES, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS,
+                         ModelConfig, PosConfig)
+from arch.mlp import MLPS
+from arch.model import INITS
+from arch.norms import NORMS
+from arch.positional import POSITIONAL
+
+BASE = dict(vocab_size=100, n_ctx=16, d_model=32, n_layers=2, n_heads=4)
+
+
+def test_derived_sizes():
+    cfg = ModelConfig(**BASE)
+    assert (cfg.d_head, cfg.d_mlp) == (8, 128)
+    cfg = ModelConfig(**BASE, d_head=5, d_mlp=7)
+    assert (cfg.d_head, cfg.d_mlp) == (5, 7)
+    # d_head given explicitly: d_model need not divide by n_heads
+    assert ModelConfig(**{**BASE, "d_model": 30}, d_head=8).d_head == 8
+
+
+def test_defaults_are_gpt2():
+    cfg = ModelConfig(**BASE)
+    assert (cfg.pos.kind, cfg.norm, cfg.norm_type, cfg.activation, cfg.bias, cfg.tie_embeddings) == (
+        "learned", "pre", "layernorm", "gelu", True, True)
+    assert cfg.layer_norm_eps == 1e-5 and cfg.init == "gpt2" and cfg.dropout == 0.0
+    assert (cfg.pos.num_buckets, cfg.pos.max_distance, cfg.pos.rope_base) == (32, 128, 10000.0)
+
+
+def test_dict_round_trip_and_nested_pos():
+    d = {**BASE, "pos": {"kind": "relative", "num_buckets": 16}, "norm": "post", "attention": "manual"}
+    cfg = ModelConfig.from_dict(d)
+    assert cfg.pos == PosConfig(kind="relative", num_buckets=16)
+    out = cfg.to_dict()
+    assert out["pos"] == {"kind": "relative", "num_buckets": 16, "max_distance": 128, "rope_base": 10000.0}
+    assert ModelConfig.from_dict(out) == cfg
+
+
+@pytest.mark.parametrize("d, key", [({**BASE, "n_embd": 3}, "n_embd"), ({**BASE, "pos": {"knd": "rope"}}, "knd")])
+def test_unknown_keys_are_named_with_valid_keys(d, key):
+    with pytest.raises(ValueError) as err:
+        ModelConfig.from_dict(d)
+    assert repr(key) in str(err.value)
+    assert "'kind'" in str(err.value) or "'d_model'" in str(err.value)  # the valid keys are listed
+
+
+@pytest.mark.parametrize("field, value, choices", [
+    ("activation", "tanh", ACTIVATIONS),
+    ("norm", "middle", NORM_PLACEMENTS),
+    ("norm_type", "batchnorm", NORM_TYPES),
+    ("attention", "flash", ATTENTION_IMPLS),
+    ("init", "xavier", INIT_SCHEMES),
+])
+def test_unknown_choice_lists_valid_ones(field, value, choices):
+    with pytest.raises(ValueError) as err:
+        ModelConfig(**BASE, **{field: value})
+    msg = str(err.value)
+    assert repr(value) in msg and all(c in msg for c in choices)
+
+
+def test_unknown_pos_kind_lists_valid_ones():
+    with pytest.raises(ValueError) as err:
+        ModelConfig(**BASE, pos={"kind": "xpos"})
+    assert all(k in str(err.value) for k in POS_KINDS)
+
+
+@pytest.mark.parametrize("field", ["vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "d_head", "d_mlp"])
+@pytest.mark.parametrize("value", [0, -3])
+def test_non_positive_sizes(field, value):
+    with pytest.raises(ValueError, match=field):
+        ModelConfig(**{**BASE, field: value})
+
+
+def test_indivisible_heads_and_odd_rope_head():
+    with pytest.raises(ValueError, match="not divisible by n_heads"):
+        ModelConfig(**{**BASE, "n_heads": 3})
+    with pytest.raises(ValueError, match="d_head must be even"):
+        ModelConfig(**BASE, d_head=5, pos={"kind": "rope"})
+    with pytest.raises(ValueError, match="dropout"):
+        ModelConfig(**BASE, dropout=1.0)
+
+
+def test_registries_match_config_choices():
+    assert set(POSITIONAL) == set(POS_KINDS)
+    assert set(BLOCKS) == set(NORM_PLACEMENTS)
+    assert set(NORMS) == set(NORM_TYPES)
+    assert set(MLPS) == set(ACTIVATIONS)
+    assert set(ATTENTION) == set(ATTENTION_IMPLS)
+    assert set(INITS) == set(INIT_SCHEMES)

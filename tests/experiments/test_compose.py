@@ -1,0 +1,176 @@
+"""Every option of every config group composes (Hydra compose API) and passes validate(); bad configs fail
+with one ConfigError before any data is read, and the CLI reports them as one line without a traceback.
+
+Options are discovered from the files in conf/<group>/, so a new option is covered without editing this test."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.config_check import validate
+from experiments.errors import ConfigError
+from experiments.train import train
+
+from .conftest import CONF, PYTHON, REPO, compose_cfg
+
+GROUPS = ["model", "model/pos", "data", "tokenizer", "optim", "schedule", "train", "logger", "experiment"]
+OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
+LAUNCHER_PLUGINS = {"joblib_2": "hydra_plugins.hydra_joblib_launcher", "slurm": "hydra_plugins.hydra_submitit_launcher"}
+
+
+def test_every_group_has_options():
+    found = {g for g, _ in OPTIONS}
+    assert found == set(GROUPS)
+    assert {"learned", "sinusoidal", "relative", "alibi", "rope", "none"} <= {o for g, o in OPTIONS if g == "model/pos"}
+
+
+@pytest.fixture
+def required_values(tmp_path, cache_dir):
+    """Values for the options whose config has a mandatory `???` field."""
+    text = tmp_path / "corpus.txt"
+    text.write_text("hello world. " * 200)
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text("".join(f'{{"text": "document {i} says hello"}}\n' for i in range(20)))
+    tok = tmp_path / "tok.json"
+    tok.write_text("{}")
+    return {
+        ("data", "text"): [f"data.paths=[{text}]"],
+        ("data", "hf"): [f"data.name={jsonl}"],
+        ("tokenizer", "load"): [f"tokenizer.path={tok}"],
+    }
+
+
+@pytest.mark.parametrize("group,option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_option_composes_and_validates(group, option, required_values, cache_dir, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a hub preset (tinystories) is checked without the network
+    cfg = compose_cfg(["logger=disabled", f"data.cache_dir={cache_dir}", f"{group}={option}",
+                       *required_values.get((group, option), [])])
+    c = validate(cfg)
+    if group == "model/pos":
+        assert c["model"]["pos"]["kind"] == option
+    if group == "experiment":
+        assert c["experiment_name"] == option
+        assert cfg.hydra.sweeper.params if "hydra" in cfg else True
+
+
+@pytest.mark.parametrize("option", sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml")))
+def test_launcher_options_compose(option, cache_dir):
+    if importlib.util.find_spec(LAUNCHER_PLUGINS.get(option, "hydra")) is None:
+        pytest.skip(f"launcher plugin for {option} is not installed (pip install -e '.[slurm]')")
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=[f"hydra/launcher={option}"], return_hydra_config=True)
+    assert "_target_" in cfg.hydra.launcher
+
+
+def test_experiments_sweep_what_they_say(cache_dir):
+    def params(name):
+        return yaml.safe_load((CONF / "experiment" / f"{name}.yaml").read_text())["hydra"]["sweeper"]["params"]
+
+    assert params("pos_encodings")["model/pos"].split(",") == ["learned", "sinusoidal", "relative", "alibi", "rope", "none"]
+    assert len(params("pos_encodings")["seed"].split(",")) == 3
+    assert set(params("norm_placement")["model.norm"].split(",")) == {"pre", "post"}
+    assert "0" in params("norm_placement")["schedule.warmup_steps"].split(",")
+    assert len(params("depth_vs_width")["model.shape.n_layers"].split(",")) >= 4
+
+
+def test_depth_vs_width_shapes_share_one_budget(cache_dir):
+    from arch import count_params
+    from experiments.config_check import model_config
+
+    counts = {}
+    for n_layers in (1, 2, 4, 8, 16):
+        c = validate(compose_cfg(["logger=disabled", f"data.cache_dir={cache_dir}", "experiment=depth_vs_width",
+                                  f"model.shape.n_layers={n_layers}"]))
+        mc = model_config(c["model"], vocab_size=1024)
+        assert mc.n_layers == n_layers
+        counts[n_layers] = count_params(mc, non_embedding=True)
+    budget = 800_000
+    assert all(abs(n - budget) / budget < 0.1 for n in counts.values()), counts
+
+
+def test_model_presets_state_their_real_non_embedding_count():
+    from arch import ModelConfig, count_params
+
+    for path in sorted((CONF / "model").glob("*.yaml")):
+        text = path.read_text()
+        stated = re.search(r"non-embedding (?:params|count): ([\d,]+)", text, re.I)
+        assert stated, f"{path.name} does not state its non-embedding count"
+        d = yaml.safe_load(text)
+        d.pop("shape")
+        d.update(vocab_size=1024, n_ctx=64)
+        assert int(stated.group(1).replace(",", "")) == count_params(ModelConfig.from_dict(d), non_embedding=True), path.name
+
+
+# -- config errors: one clear message, before any data is read ---------------------------------------------------
+
+
+@pytest.fixture
+def no_data_loading(monkeypatch):
+    def fail(*a, **k):
+        raise AssertionError("data was loaded before the config error was raised")
+
+    monkeypatch.setattr("experiments.data.load_corpus", fail)
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["model.d_model=30", "model.n_heads=4"], "not divisible by n_heads"),
+        (["model.activation=tanh"], "unknown activation 'tanh'"),
+        (["data=text"], "data.paths is required"),
+        (["data=text", "data.paths=[/nonexistent/corpus.txt]"], "no file matches"),
+        (["schedule.name=step"], "unknown schedule.name 'step'"),
+        (["tokenizer.vocab_size=100"], "tokenizer.vocab_size must be"),
+        (["tokenizer=load", "tokenizer.path=/nonexistent/tok.json"], "does not exist"),
+        (["train.n_ctx=128", "model.n_ctx=64"], "exceeds model.n_ctx"),
+        (["train.batch_size=0"], "train.batch_size must be a positive integer"),
+    ],
+)
+def test_config_errors_are_raised_before_data(make_cfg, no_data_loading, overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        train(make_cfg(*overrides))
+
+
+def test_unreachable_hub_name_fails_fast_with_local_file_advice(make_cfg, no_data_loading, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr("experiments.data.hub_reachable", lambda timeout=3.0: False)
+    with pytest.raises(ConfigError, match=r"data=text data.paths="):
+        train(make_cfg("data=hf", "data.name=someone/some-dataset"))
+
+
+def test_offline_hub_name_fails_within_seconds(make_cfg, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"local files"):
+        train(make_cfg("data=hf", "data.name=someone/surely-not-cached-dataset"))
+    assert time.perf_counter() - t0 < 30
+
+
+def test_cli_config_error_is_one_line_without_traceback(cli_env, tmp_path):
+    proc = subprocess.run([PYTHON, "-m", "experiments.train", "model.n_heads=3", f"hydra.run.dir={tmp_path}/run"],
+                          cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [lines[0]] and lines[0].startswith("config error: model: d_model=64 is not divisible by n_heads=3")
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_unknown_option_uses_hydras_error(cli_env, tmp_path):
+    proc = subprocess.run([PYTHON, "-m", "experiments.train", "model/pos=spiral", f"hydra.run.dir={tmp_path}/run"],
+                          cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "spiral" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (Path(tmp_path) / "run" / "metrics.jsonl").exists()

@@ -1,0 +1,122 @@
+"""The hot path of encoding: the BPE merge loop for one pre-token, and the bounded pre-token cache.
+
+`merge_ids` applies the merges to the byte ids of one pre-token: repeatedly merge the adjacent pair with the
+lowest merge rank (leftmost on ties) until no adjacent pair has a rank, one merge at a time (exactly the
+reference rule). Short pre-tokens keep a list of pair ranks and use C-level min()/index() per merge; long ones
+use a heap over a linked list, so a 100 kB whitespace run costs O(n log n), not O(n^2).
+
+`PretokenCache` maps pre-token text -> tuple of ids. Natural text is Zipfian, so a few thousand entries serve
+most pre-tokens with one dict lookup. It is bounded (entries and piece length); when full it drops the oldest
+half, so frequent pre-tokens are re-added at once.
+
+Not handled here: pre-tokenization and special tokens (see `tokenizer.tokenizer`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from itertools import islice
+
+# Pieces with more ids than this go to the heap merge; below it the plain loop is faster.
+HEAP_THRESHOLD = 256
+
+
+def merge_ids(ids: list[int], pair_rank: dict[tuple[int, int], int], rank_id: list[int]) -> list[int]:
+    """Apply BPE merges to one pre-token's ids.
+
+    pair_rank: (left id, right id) -> merge rank (its index in the merge list)
+    rank_id:   merge rank -> id of the merged token
+
+    >>> merge_ids([97, 97, 98], {(97, 97): 0, (256, 98): 1}, [256, 257])
+    [257]
+    """
+    n = len(ids)
+    if n < 2:
+        return ids
+    if n > HEAP_THRESHOLD:
+        return _merge_heap(ids, pair_rank, rank_id)
+    # ranks[i] = rank of the pair (ids[i], ids[i+1]); min() and index() run in C, so each merge is cheap
+    get = pair_rank.get
+    none = len(rank_id)  # "no merge": above every real rank
+    ids = list(ids)
+    ranks = [get(pair, none) for pair in zip(ids, ids[1:])]
+    while True:
+        rank = min(ranks)
+        if rank == none:
+            return ids
+        i = ranks.index(rank)  # leftmost pair with the lowest rank
+        ids[i] = rank_id[rank]
+        del ids[i + 1]
+        del ranks[i]
+        if not ranks:
+            return ids
+        if i < len(ranks):
+            ranks[i] = get((ids[i], ids[i + 1]), none)
+        if i > 0:
+            ranks[i - 1] = get((ids[i - 1], ids[i]), none)
+
+
+def _merge_heap(ids: list[int], pair_rank: dict[tuple[int, int], int], rank_id: list[int]) -> list[int]:
+    """Exact lowest-rank-leftmost-first merging in O(n log n): a heap of (rank, position) over a linked list."""
+    n = len(ids)
+    tok = list(ids)
+    nxt = list(range(1, n + 1))  # nxt[i] == n: no right neighbour
+    prv = list(range(-1, n - 1))
+    alive = [True] * n
+    get = pair_rank.get
+    heap = []
+    for i in range(n - 1):
+        r = get((tok[i], tok[i + 1]))
+        if r is not None:
+            heap.append((r, i))
+    heapq.heapify(heap)
+    while heap:
+        r, i = heapq.heappop(heap)
+        if not alive[i]:
+            continue
+        j = nxt[i]
+        if j >= n or get((tok[i], tok[j])) != r:
+            continue  # stale entry: one side was merged since it was pushed
+        tok[i] = rank_id[r]
+        alive[j] = False
+        k = nxt[j]
+        nxt[i] = k
+        if k < n:
+            prv[k] = i
+            r2 = get((tok[i], tok[k]))
+            if r2 is not None:
+                heapq.heappush(heap, (r2, i))
+        p = prv[i]
+        if p >= 0:
+            r2 = get((tok[p], tok[i]))
+            if r2 is not None:
+                heapq.heappush(heap, (r2, p))
+    return [tok[i] for i in range(n) if alive[i]]
+
+
+class PretokenCache(dict):
+    """pre-token text -> tuple of ids, computed on a miss by `encode_piece`; bounded.
+
+    Use `cache[piece]` (a plain C dict lookup on a hit). Pieces longer than `max_piece_len` characters are
+    encoded but not stored, so the cache's memory is bounded by about maxsize * max_piece_len characters.
+    """
+
+    def __init__(self, encode_piece: Callable[[str], tuple[int, ...]], maxsize: int = 1 << 16, max_piece_len: int = 64):
+        super().__init__()
+        self.encode_piece = encode_piece
+        self.maxsize = maxsize
+        self.max_piece_len = max_piece_len
+
+    def __missing__(self, piece: str) -> tuple[int, ...]:
+        ids = self.encode_piece(piece)
+        if len(piece) <= self.max_piece_len:
+            if len(self) >= self.maxsize:
+                # drop the oldest half (dicts keep insertion order); frequent pieces come straight back
+                for key in list(islice(iter(self), len(self) // 2 + 1)):
+                    del self[key]
+            self[piece] = ids
+        return ids
+
+    def __reduce__(self):  # never pickle the cache's contents or the bound method
+        return (dict, ())

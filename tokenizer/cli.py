@@ -1,0 +1,454 @@
+"""The `bpe` command (also `python -m tokenizer`): a thin argparse layer over the library.
+
+    bpe train INPUT... --vocab-size N --out DIR [--special-token T]... [--pattern gpt2|gpt4|REGEX]
+              [--workers K] [--min-frequency F] [--force]
+    bpe train --dataset NAME_OR_PATH [--text-column text] [--split train] --vocab-size N --out DIR ...
+    bpe encode --tokenizer DIR [FILE|-] [--out FILE.bin] [--ordinary]
+    bpe decode --tokenizer DIR [FILE|-]
+    bpe info DIR [--sample FILE]
+    bpe convert DIR --to hf|tiktoken [--out PATH] [--force]
+
+Bad input (missing or unreadable paths, a directory, an empty corpus, a too-small vocab, a corrupt tokenizer
+file, an unknown pattern, an existing output) prints ONE line `bpe: error: ...` on stderr and exits 2, never a
+traceback; Ctrl-C exits 130. Outputs are written to a temporary name and renamed on success, so a failed or
+refused command never destroys what was there. Not handled: training from several datasets at once, and
+`datasets` configs beyond name/path + split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tokenizer.serialize import default_mode
+
+PROG = "bpe"
+
+
+class CliError(ValueError):
+    """A user error with a message meant for the one stderr line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of usage + error
+        raise CliError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Byte-level BPE tokenizer: train, encode, decode, inspect, convert.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("train", help="train a tokenizer on text files/globs or a `datasets` dataset")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="text files or globs (quote globs: 'data/*.txt')")
+    p.add_argument("--dataset", metavar="NAME_OR_PATH", help="a datasets hub name, a saved dataset dir or a data file")
+    p.add_argument("--text-column", default="text", help="column holding the text (default: text)")
+    p.add_argument("--split", default="train", help="dataset split (default: train)")
+    p.add_argument("--vocab-size", type=int, required=True, metavar="N")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (gets tokenizer.json)")
+    p.add_argument("--special-token", action="append", default=[], metavar="T", help="repeatable, e.g. '<|endoftext|>'")
+    p.add_argument("--pattern", default="gpt2", help="split pattern: gpt2, gpt4 or a regex (default: gpt2)")
+    p.add_argument("--workers", type=int, default=None, metavar="K", help="processes counting pre-tokens")
+    p.add_argument("--min-frequency", type=int, default=1, metavar="F", help="never merge pairs seen fewer times")
+    p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("encode", help="text -> ids (space-separated on stdout, or a .bin with --out)")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="a tokenizer dir or its tokenizer.json")
+    p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text file, or - for stdin (default)")
+    p.add_argument("--out", metavar="FILE.bin", help="write raw little-endian ids + FILE.bin.json sidecar")
+    p.add_argument("--ordinary", action="store_true", help="encode special-token text as ordinary text")
+    p.set_defaults(func=cmd_encode)
+
+    p = sub.add_parser("decode", help="ids -> text (ids as whitespace-separated text, or a .bin with its sidecar)")
+    p.add_argument("--tokenizer", required=True, metavar="DIR")
+    p.add_argument("file", nargs="?", default="-", metavar="FILE", help="ids file, .bin from encode --out, or - (default)")
+    p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("info", help="vocab size, special tokens, pattern, compression, longest tokens")
+    p.add_argument("tokenizer", metavar="DIR")
+    p.add_argument("--sample", metavar="FILE", help="text to measure bytes/token on (default: the embedded corpus)")
+    p.add_argument("--top", type=int, default=10, help="how many longest tokens to list")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("convert", help="export to Hugging Face tokenizer.json or a tiktoken ranks file")
+    p.add_argument("tokenizer", metavar="DIR")
+    p.add_argument("--to", required=True, choices=["hf", "tiktoken"])
+    p.add_argument("--out", metavar="PATH", help="default: DIR/hf/tokenizer.json or DIR/tokenizer.tiktoken")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    p.set_defaults(func=cmd_convert)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            args = build_parser().parse_args(argv)
+            return args.func(args) or 0
+    except SystemExit as e:  # --help / --version
+        return e.code if isinstance(e.code, int) else 0
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `bpe encode ... | head`: the reader went away, which is fine
+        _silence_stdout()
+        return 0
+    except (OSError, ValueError, UnicodeError) as e:  # json.JSONDecodeError is a ValueError
+        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        msg = f"{e.strerror}: {e.filename}"
+    else:
+        msg = str(e) or type(e).__name__
+    return " ".join(msg.split())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+# ---------------------------------------------------------------------- helpers
+def expand_inputs(inputs: Sequence[str]) -> list[Path]:
+    """Files and globs -> existing readable files, in order (glob matches sorted); errors name the input."""
+    files: list[Path] = []
+    for item in inputs:
+        if glob.has_magic(item):
+            matches = sorted(Path(m) for m in glob.glob(item, recursive=True) if Path(m).is_file())
+            if not matches:
+                raise CliError(f"no files match {item!r}")
+            files.extend(matches)
+            continue
+        path = Path(item)
+        if not path.exists():
+            raise CliError(f"no such file: {item}")
+        if path.is_dir():
+            raise CliError(f"{item} is a directory; pass files or a glob such as '{item.rstrip('/')}/*.txt'")
+        if not os.access(path, os.R_OK):
+            raise CliError(f"cannot read {item}: permission denied")
+        files.append(path)
+    return files
+
+
+def load_tokenizer(path: str):
+    from tokenizer.tokenizer import Tokenizer
+
+    p = Path(path)
+    if not p.exists():
+        raise CliError(f"no such tokenizer: {path}")
+    if p.is_dir() and not (p / "tokenizer.json").exists():
+        raise CliError(f"{path} holds no tokenizer.json (train one with 'bpe train ... --out {path}')")
+    return Tokenizer.load(p)
+
+
+def _input_file(name: str) -> Path | None:
+    """'-' -> None (stdin); otherwise a readable file."""
+    if name == "-":
+        return None
+    return _one_file(name)
+
+
+def _one_file(name: str) -> Path:
+    files = expand_inputs([name])
+    if len(files) != 1:
+        raise CliError(f"{name!r} matches {len(files)} files; pass one")
+    return files[0]
+
+
+def _check_new_output(path: Path, force: bool) -> None:
+    if path.exists() and not force:
+        raise CliError(f"{path} already exists; pass --force to replace it")
+
+
+def _bytes_per_token(tok, text: str) -> float:
+    ids = tok.encode(text, disallowed_special=())
+    return len(text.encode("utf-8")) / max(1, len(ids))
+
+
+# ---------------------------------------------------------------------- train
+def cmd_train(args: argparse.Namespace) -> int:
+    from tokenizer.pretokenize import resolve_pattern
+    from tokenizer.train import train_bpe, train_bpe_from_iterator
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out} exists and is not a directory")
+    _check_new_output(out, args.force)
+    resolve_pattern(args.pattern)  # unknown name / bad regex: fail before reading anything
+    minimum = 256 + len(set(args.special_token))
+    if args.vocab_size < minimum:
+        raise CliError(
+            f"--vocab-size {args.vocab_size} is too small: it must be at least 256 (bytes) + "
+            f"{len(set(args.special_token))} (special tokens) = {minimum}"
+        )
+    if args.dataset and args.inputs:
+        raise CliError("pass either INPUT files or --dataset, not both")
+    if not args.dataset and not args.inputs:
+        raise CliError("nothing to train on: pass INPUT files/globs or --dataset NAME_OR_PATH")
+
+    kwargs = dict(special_tokens=args.special_token, pattern=args.pattern, workers=args.workers, min_frequency=args.min_frequency)
+    start = time.perf_counter()
+    if args.dataset:
+        counter = _CharCounter(_dataset_texts(args.dataset, args.text_column, args.split))
+        tok = train_bpe_from_iterator(counter, args.vocab_size, **kwargs)
+        n_bytes, source, sample = counter.n_bytes, f"dataset {args.dataset}", counter.sample
+    else:
+        files = expand_inputs(args.inputs)
+        n_bytes = sum(f.stat().st_size for f in files)
+        if n_bytes == 0:
+            raise CliError(f"empty corpus: {', '.join(map(str, files))} hold{'s' if len(files) == 1 else ''} no text")
+        tok = train_bpe(files, args.vocab_size, **kwargs)
+        source = f"{len(files)} file{'s' * (len(files) != 1)}"
+        with open(files[0], "rb") as f:
+            sample = f.read(1 << 20).decode("utf-8", errors="replace")
+    seconds = time.perf_counter() - start
+    path = _write_dir_atomically(out, tok, args.force)
+    n_merges = len(tok.merges)
+    print(f"trained on {source} ({n_bytes / 1e6:.2f} MB) in {seconds:.1f} s")
+    print(f"vocab_size {tok.vocab_size} = 256 bytes + {n_merges} merges + {len(tok.special_tokens)} special tokens")
+    print(f"pattern {tok.pattern_name or tok.pattern}")
+    if sample:
+        print(f"bytes/token on the first {min(len(sample), 1 << 20)} characters: {_bytes_per_token(tok, sample):.3f}")
+    print(f"fingerprint {tok.fingerprint()[:16]}")
+    print(f"wrote {path}")
+    return 0
+
+
+class _CharCounter:
+    """Wraps a text iterator, counting UTF-8 bytes and keeping the first ~1 MB as a compression sample."""
+
+    def __init__(self, texts: Iterator[str]):
+        self.texts, self.n_bytes, self._sample = texts, 0, []
+
+    def __iter__(self) -> Iterator[str]:
+        kept = 0
+        for t in self.texts:
+            self.n_bytes += len(t.encode("utf-8", errors="replace"))
+            if kept < 1 << 20:
+                self._sample.append(t)
+                kept += len(t)
+            yield t
+
+    @property
+    def sample(self) -> str:
+        return "\n".join(self._sample)[: 1 << 20]
+
+
+def _write_dir_atomically(out: Path, tok, force: bool) -> Path:
+    """Save into a temp dir beside `out`, then rename it into place; an old `out` is removed only after that."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        os.chmod(tmp, default_mode(directory=True))
+        tok.save(tmp / "tokenizer.json")
+        if out.exists():
+            if not force:
+                raise CliError(f"{out} already exists; pass --force to replace it")
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+            os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out / "tokenizer.json"
+
+
+def _offline() -> bool:
+    return any(os.environ.get(k, "").lower() in ("1", "true", "yes", "on") for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def _network_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+_DATA_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def _dataset_texts(name: str, column: str, split: str) -> Iterator[str]:
+    """Stream one text column of a dataset: a saved dataset dir, a local data file, or a hub name."""
+    path = Path(name)
+    offline_hint = f"cannot load dataset {name!r} (offline?): use local files (bpe train FILE...) or a local dataset path"
+    try:
+        import datasets
+    except ImportError:
+        raise CliError("--dataset needs the `datasets` package (pip install datasets)") from None
+    try:
+        if path.is_dir() and ((path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists()):
+            ds = datasets.load_from_disk(str(path))
+            if isinstance(ds, datasets.DatasetDict):
+                if split not in ds:
+                    raise CliError(f"dataset {name!r} has no split {split!r}; splits: {sorted(ds)}")
+                ds = ds[split]
+        elif path.is_file():
+            builder = _DATA_BUILDERS.get(path.suffix.lower())
+            if builder is None:
+                raise CliError(f"cannot tell the format of {name}; use one of {sorted(_DATA_BUILDERS)}")
+            ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, streaming=True)
+        elif path.exists():
+            raise CliError(f"{name} is a directory but not a saved dataset (no dataset_info.json)")
+        else:
+            if _offline() or not _network_reachable():
+                raise CliError(offline_hint)
+            ds = datasets.load_dataset(name, split=split, streaming=True)
+    except CliError:
+        raise
+    except (ConnectionError, TimeoutError) as e:
+        raise CliError(f"{offline_hint} ({_one_line(e)})") from None
+    except Exception as e:  # datasets raises many types (DatasetNotFoundError, FileNotFoundError, ...)
+        raise CliError(f"cannot load dataset {name!r}: {_one_line(e)}") from None
+    return _column(ds, name, column)
+
+
+def _column(ds, name: str, column: str) -> Iterator[str]:
+    columns = getattr(ds, "column_names", None)
+    if columns is not None and column not in columns:
+        raise CliError(f"dataset {name!r} has no column {column!r}; columns: {list(columns)}")
+
+    def gen() -> Iterator[str]:
+        for row in ds:
+            if column not in row:
+                raise CliError(f"dataset {name!r} has no column {column!r}; columns: {list(row)}")
+            value = row[column]
+            if value is not None:
+                yield str(value)
+
+    return gen()
+
+
+# ---------------------------------------------------------------------- encode / decode
+def cmd_encode(args: argparse.Namespace) -> int:
+    from tokenizer.stream import encode_chunks, iter_binary_text, iter_file_text, replaced_count, write_token_file
+
+    tok = load_tokenizer(args.tokenizer)
+    src = _input_file(args.file)
+    specials = {"allowed_special": (), "disallowed_special": ()} if args.ordinary else {"allowed_special": "all", "disallowed_special": ()}
+    texts = iter_binary_text(sys.stdin.buffer) if src is None else iter_file_text(src)
+    before = replaced_count()
+    if args.out:
+        out = Path(args.out)
+        if out.is_dir():
+            raise CliError(f"--out {out} is a directory; give a file name such as {out / 'tokens.bin'}")
+        meta = write_token_file(tok, texts, out, source=str(src or "<stdin>"), **specials)
+        print(f"wrote {meta['count']} ids ({meta['dtype']}) to {out} (+ {out}.json)", file=sys.stderr)
+    else:
+        first = True
+        stdout = sys.stdout
+        for ids in encode_chunks(tok, texts, specials["allowed_special"], specials["disallowed_special"]):
+            if ids:
+                stdout.write(("" if first else " ") + " ".join(map(str, ids)))
+                first = False
+        stdout.write("\n")
+        stdout.flush()
+    if replaced_count() > before:
+        _show_warning(f"{replaced_count() - before} invalid UTF-8 sequence(s) in the input were replaced by U+FFFD", None, "", 0)
+    return 0
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    from tokenizer.stream import read_token_file, sidecar_path
+
+    tok = load_tokenizer(args.tokenizer)
+    src = _input_file(args.file)
+    if src is not None and sidecar_path(src).exists():
+        ids = [int(i) for i in read_token_file(src)]
+    else:
+        raw = sys.stdin.read() if src is None else src.read_text(encoding="utf-8")
+        ids = []
+        for word in raw.split():
+            if not word.isdigit():
+                raise CliError(f"not a token id: {word[:40]!r} (decode reads whitespace-separated integers)")
+            ids.append(int(word))
+    data = tok.decode_bytes(ids)  # exact bytes, written as is (no lossy re-encoding)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------- info / convert
+def cmd_info(args: argparse.Namespace) -> int:
+    tok = load_tokenizer(args.tokenizer)
+    if args.sample:
+        sample_path = _one_file(args.sample)
+        sample = sample_path.read_bytes()[: 4 << 20].decode("utf-8", errors="replace")
+        sample_name = str(sample_path)
+    else:
+        from tokenizer.corpus import EMBEDDED_NAME, embedded_text
+
+        sample, sample_name = embedded_text()[: 1 << 20], f"embedded corpus ({EMBEDDED_NAME})"
+    specials = ", ".join(f"{s!r}={i}" for s, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])) or "none"
+    print(f"tokenizer   {args.tokenizer}")
+    print(f"vocab_size  {tok.vocab_size} (256 bytes + {len(tok.merges)} merges + {len(tok.special_tokens)} special)")
+    print(f"special     {specials}")
+    print(f"pattern     {tok.pattern_name or 'custom'}: {tok.pattern}")
+    print(f"fingerprint {tok.fingerprint()}")
+    if sample:
+        print(f"bytes/token {_bytes_per_token(tok, sample):.3f} on {sample_name}")
+    specials_ids = set(tok.special_tokens.values())
+    longest = sorted(((b, i) for i, b in tok.vocab.items() if i not in specials_ids), key=lambda bi: (-len(bi[0]), bi[1]))
+    print(f"longest {args.top} tokens:")
+    for b, i in longest[: args.top]:
+        print(f"  {i:>7}  {len(b):>3} bytes  {b.decode('utf-8', errors='backslashreplace')!r}")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    tok = load_tokenizer(args.tokenizer)
+    base = Path(args.tokenizer)
+    base = base if base.is_dir() else base.parent
+    if args.out:
+        out = Path(args.out)
+    else:
+        out = base / "hf" / "tokenizer.json" if args.to == "hf" else base / "tokenizer.tiktoken"
+    if out.is_dir():
+        out = out / ("tokenizer.json" if args.to == "hf" else "tokenizer.tiktoken")
+    if out.resolve() == (base / "tokenizer.json").resolve():
+        raise CliError(f"refusing to overwrite the archlab tokenizer file {out}; pass another --out")
+    _check_new_output(out, args.force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        (tok.export_hf if args.to == "hf" else tok.export_tiktoken)(tmp)
+        os.chmod(tmp, default_mode())
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    if args.to == "hf":
+        print(f"wrote {out}  (tokenizers.Tokenizer.from_file({str(out)!r}))")
+    else:
+        specials = json.dumps(tok.special_tokens)
+        print(f"wrote {out}  (tiktoken.Encoding(name=..., pat_str=<pattern>, mergeable_ranks=load_tiktoken_bpe({str(out)!r}), special_tokens={specials}))")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Counting pre-tokens for BPE training: streamed file chunks, parallel workers, one deduplicated word -> count map.
+
+The trainer never sees the corpus itself, only `{pre-token bytes: count}`; this module produces that map.
+
+* Files are read in chunks of `CHUNK_BYTES` and decoded incrementally as UTF-8, so a multi-byte character is never
+  split and the whole corpus is never in memory. Invalid UTF-8 is replaced by U+FFFD (`errors="replace"`
+  semantics, one U+FFFD per maximal invalid sequence) and the replacements are counted, not raised.
+* A chunk is cut only where a pre-token cannot span the cut (see `safe_cut`): before the last special token
+  (specials split the text anyway), or else, for the registered `gpt2`/`gpt4` patterns, right after a newline or
+  before a space that sits between a letter/digit and a non-space. If a chunk has no such place, more is read.
+  For a custom regex only special tokens are cut points, so a large file without special tokens is read whole.
+* Iterator input: every string is its own document (pre-tokens never span two strings); strings are batched into
+  tasks of about `CHUNK_BYTES` characters.
+* Counting runs in `workers` processes (a bounded number of tasks in flight, so memory stays flat); `workers=1`
+  counts in this process. Counts are added up, so the result does not depend on `workers` or chunking.
+
+Not handled: lone surrogates in `str` input are not valid Unicode; they are counted as U+FFFD, like invalid bytes.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
+from operator import methodcaller
+
+import regex
+
+from tokenizer.pretokenize import PATTERNS, compile_pattern, special_splitter, split_special
+
+CHUNK_BYTES = 1024 * 1024  # file read / task size; tests set it small to exercise chunk boundaries
+MAX_DEFAULT_WORKERS = 8
+REPLACEMENT_ERRORS = "archlab-count-replace"  # codecs error handler: like "replace", but counts what it replaces
+
+_replaced = [0]  # invalid UTF-8 sequences replaced so far (module-global; the file reader is single-threaded)
+
+
+def _count_replace(exc: UnicodeDecodeError) -> tuple[str, int]:
+    _replaced[0] += 1
+    return "\ufffd", exc.end
+
+
+codecs.register_error(REPLACEMENT_ERRORS, _count_replace)
+
+# gpt2/gpt4: no pre-token spans "<letter|digit>\n|<non-space>" or "<letter|digit>| <letter>" (`|` = the cut).
+# Checked by hand against both patterns and by tests/tokenizer/test_train_chunks.py.
+_SAFE_CUT = regex.compile(r"(?<=[\p{L}\p{N}]\n)(?=\S)|(?<=[\p{L}\p{N}])(?= \p{L})")
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS))
+
+
+def safe_cut(text: str, pattern: str, specials: Sequence[str]) -> int:
+    """An index i > 0 such that pre-tokenizing text[:i] and text[i:] separately equals pre-tokenizing text
+    (given that more text may follow); 0 if this chunk has no such place yet.
+
+    >>> safe_cut("ab\\n<|endoftext|>cd", "gpt2", ["<|endoftext|>"])
+    3
+    """
+    splitter = special_splitter(tuple(specials))
+    if splitter is not None:
+        # Only a special that starts at least max_len before the end: then no longer special starting
+        # earlier can run past the end of this chunk, so the matches up to the cut are those of the full text.
+        limit = len(text) - max(len(s) for s in specials)
+        cut = 0
+        for m in splitter.finditer(text, 0, len(text)):
+            if m.start() > limit:
+                break
+            cut = m.start()
+        if cut > 0:
+            return cut
+    if pattern not in (PATTERNS["gpt2"], PATTERNS["gpt4"]):
+        return 0
+    # Search the tail first: it nearly always has a newline or a space between words.
+    tail = max(0, len(text) - 65536)
+    for start in (tail, 0) if tail else (0,):
+        last = None
+        for last in _SAFE_CUT.finditer(text, start):
+            pass
+        if last is not None and last.start() > 0:
+            return last.start()
+    return 0
+
+
+def iter_file_texts(paths: Sequence[str | os.PathLike], pattern: str, specials: Sequence[str],
+                    chunk_bytes: int | None = None, on_bytes: Callable[[int], None] | None = None) -> Iterator[str]:
+    """Yield the files' text in chunks of about `chunk_bytes`, each cut at a safe place (see module docstring).
+
+    Each file ends its last chunk (files are separate documents). `on_bytes(n)` is called as bytes are read.
+    """
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    for path in paths:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors=REPLACEMENT_ERRORS)
+        buf = ""
+        with open(path, "rb") as f:
+            while True:
+                raw = f.read(chunk_bytes)
+                if on_bytes is not None:
+                    on_bytes(len(raw))
+                buf += decoder.decode(raw, final=not raw)
+                if not raw:
+                    break
+                if len(buf) < chunk_bytes:
+                    continue
+                cut = safe_cut(buf, pattern, specials)
+                if cut > 0:
+                    yield buf[:cut]
+                    buf = buf[cut:]
+        if buf:
+            yield buf
+
+
+def count_texts(texts: Sequence[str], pattern: str, specials: Sequence[str]) -> Counter[str]:
+    """{pre-token: count} over `texts`, each one document; specials are cut out and not counted.
+
+    >>> count_texts(["a a<|endoftext|>a"], "gpt2", ["<|endoftext|>"])
+    Counter({'a': 2, ' a': 1})
+    """
+    finditer = compile_pattern(pattern).finditer
+    counts: Counter[str] = Counter()
+    for text in texts:
+        for piece, is_special in split_special(text, specials):
+            if not is_special:
+                # finditer, not findall: as fast, and no list of every pre-token of the chunk in memory
+                counts.update(map(_group, finditer(piece)))
+    return counts
+
+
+_group = methodcaller("group")
+
+
+def batch_texts(texts: Iterable[str], batch_chars: int | None = None) -> Iterator[list[str]]:
+    """Group strings into lists of about `batch_chars` characters (one worker task each)."""
+    batch_chars = batch_chars or CHUNK_BYTES
+    batch: list[str] = []
+    size = 0
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"training texts must be str, got {type(text).__name__}")
+        batch.append(text)
+        size += len(text)
+        if size >= batch_chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def count_batches(batches: Iterable[list[str]], pattern: str, specials: Sequence[str], workers: int,
+                  on_batch: Callable[[int], None] | None = None) -> Counter[str]:
+    """Add up `count_texts` over `batches`, in `workers` processes (in this process when workers == 1 or there
+    is only one batch). `on_batch(n_texts)` is called as each batch is done."""
+    total: Counter[str] = Counter()
+    batches = iter(batches)
+    first = list(islice(batches, 2))
+    batches = chain(first, batches)
+    if workers <= 1 or len(first) < 2:  # one task: a worker pool would only add start-up time
+        for batch in batches:
+            total.update(count_texts(batch, pattern, specials))
+            if on_batch is not None:
+                on_batch(len(batch))
+        return total
+    import multiprocessing as mp
+
+    # A bounded window of tasks in flight: Pool.imap would read the whole corpus ahead into its task queue.
+    max_in_flight = 2 * workers
+    with mp.get_context().Pool(workers) as pool:
+        pending: deque = deque()  # (AsyncResult, number of texts in its batch)
+        for batch in batches:
+            pending.append((pool.apply_async(count_texts, (batch, pattern, tuple(specials))), len(batch)))
+            del batch  # hold no chunk text here: memory stays at the in-flight window
+            if len(pending) >= max_in_flight:
+                _collect(pending.popleft(), total, on_batch)
+        while pending:
+            _collect(pending.popleft(), total, on_batch)
+    return total
+
+
+def _collect(item, total: Counter[str], on_batch: Callable[[int], None] | None) -> None:
+    result, n_texts = item
+    total.update(result.get())
+    if on_batch is not None:
+        on_batch(n_texts)
+
+
+def to_byte_counts(counts: Counter[str]) -> dict[bytes, int]:
+    """{pre-token str: count} -> {UTF-8 bytes: count}; lone surrogates become U+FFFD (counts then merge)."""
+    out: dict[bytes, int] = {}
+    for word, n in counts.items():
+        try:
+            key = word.encode("utf-8")
+        except UnicodeEncodeError:
+            key = _encode_lossy(word)
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def _encode_lossy(word: str) -> bytes:
+    return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in word).encode("utf-8")
+
+
+def replaced_count() -> int:
+    """Invalid UTF-8 sequences replaced by the file reader since import (read before/after a run)."""
+    return _replaced[0]

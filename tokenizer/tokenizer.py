@@ -1,0 +1,411 @@
+"""`Tokenizer`: a byte-level BPE tokenizer (merges + vocab + special tokens + split pattern).
+
+API names follow tiktoken (`encode`, `encode_ordinary`, `decode`, `decode_bytes`, `allowed_special`,
+`disallowed_special`) and HF tokenizers (`token_to_id`, `id_to_token`, `vocab_size`).
+
+    tok = Tokenizer(merges=[(b"a", b"b")], special_tokens=["<|endoftext|>"])
+    tok.encode("abc<|endoftext|>", allowed_special="all")   # [256, 99, 257]
+    tok.decode([256, 99])                                    # "abc"
+
+Id layout when `vocab` is None: ids 0..255 are the single bytes (id = byte value), id 256 + i is merges[i]
+joined, then the special tokens in the order given. An explicit `vocab` (GPT-2's, where byte ids are not the
+byte values) is taken as is.
+
+Handled: special tokens with tiktoken's allowed/disallowed semantics, any unicode text (lone surrogates are
+not encodable, as in tiktoken), a bounded pre-token cache, streaming (`encode_iterable`, `encode_file`),
+parallel `encode_batch`. Not handled: normalisation, byte-fallback/unk tokens (not needed: every byte is a
+token), merges across pre-token boundaries, and encoding of raw bytes that are not text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from itertools import chain
+from pathlib import Path
+from typing import Literal
+
+from tokenizer.bpe_encode import PretokenCache, merge_ids
+from tokenizer.pretokenize import PATTERNS, compile_pattern, resolve_pattern, special_splitter, split_special
+
+AllowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
+DisallowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
+
+# encode_batch: below this many characters in total, a process pool costs more than it saves.
+PARALLEL_MIN_CHARS = 1 << 20
+
+
+class Tokenizer:
+    """Byte-level BPE. Build with `Tokenizer(merges, ...)`, `train_bpe(...)`, `Tokenizer.load(path)` or
+    `Tokenizer.from_gpt2_files(...)`."""
+
+    def __init__(
+        self,
+        merges: Sequence[tuple[bytes, bytes]],
+        vocab: Mapping[int, bytes] | None = None,
+        special_tokens: Sequence[str] | Mapping[str, int] = (),
+        pattern: str = "gpt2",
+    ):
+        self._pattern = resolve_pattern(pattern)
+        self._merges: list[tuple[bytes, bytes]] = [(bytes(a), bytes(b)) for a, b in merges]
+        default = default_vocab(self._merges)
+        base = default if vocab is None else {int(i): bytes(t) for i, t in vocab.items()}
+        self._default_layout = base == default  # then the saved file needs no vocab
+        self._base = base  # non-special tokens, id -> bytes
+        self._specials = _assign_special_ids(special_tokens, base)  # str -> id
+        self._decoder: dict[int, bytes] = {**base, **{i: s.encode("utf-8") for s, i in self._specials.items()}}
+
+        self._token_id: dict[bytes, int] = {}  # bytes -> id (the lowest id when the vocab repeats a byte string)
+        for i in sorted(base):
+            self._token_id.setdefault(base[i], i)
+        missing = [b for b in range(256) if bytes([b]) not in self._token_id]
+        if missing:
+            raise ValueError(f"vocab lacks {len(missing)} single-byte tokens (e.g. byte {missing[0]}); byte-level BPE needs all 256")
+        self._byte_ids = [self._token_id[bytes([b])] for b in range(256)]
+        self._identity_bytes = self._byte_ids == list(range(256))
+
+        self._pair_rank: dict[tuple[int, int], int] = {}  # (left id, right id) -> merge rank
+        self._rank_id: list[int] = []  # merge rank -> merged id
+        known = {bytes([b]) for b in range(256)}
+        for rank, (a, b) in enumerate(self._merges):
+            if a not in known or b not in known:
+                raise ValueError(f"merge {rank} ({a!r}, {b!r}) uses a token that no earlier merge produced")
+            merged = self._token_id.get(a + b)
+            if merged is None:
+                raise ValueError(f"merge {rank} ({a!r}, {b!r}) produces {a + b!r}, which is not in the vocab")
+            self._pair_rank.setdefault((self._token_id[a], self._token_id[b]), rank)
+            self._rank_id.append(merged)
+            known.add(a + b)
+
+        self._findall = compile_pattern(self._pattern).findall
+        self._cache = PretokenCache(self._encode_piece)
+        self._fingerprint: str | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """The merges in merge order (a copy)."""
+        return list(self._merges)
+
+    @property
+    def vocab(self) -> dict[int, bytes]:
+        """id -> bytes for every token, special tokens included (a copy)."""
+        return dict(self._decoder)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """special token text -> id (a copy)."""
+        return dict(self._specials)
+
+    @property
+    def pattern(self) -> str:
+        """The split regex (a registry name given to the constructor is resolved to its regex)."""
+        return self._pattern
+
+    @property
+    def pattern_name(self) -> str | None:
+        """The registry name of `pattern` ("gpt2", "gpt4"), or None for a custom regex."""
+        return next((name for name, pat in PATTERNS.items() if pat == self._pattern), None)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids: max id + 1 (= len(vocab) for the usual dense layout)."""
+        return max(self._decoder) + 1
+
+    def token_to_id(self, token: str | bytes) -> int | None:
+        """Id of a special token (str) or of a token's bytes (str is UTF-8 encoded); None if absent."""
+        if isinstance(token, str):
+            if token in self._specials:
+                return self._specials[token]
+            token = token.encode("utf-8")
+        return self._token_id.get(token)
+
+    def id_to_token(self, id: int) -> bytes:
+        """The bytes of one token (a special token's UTF-8 text). Raises ValueError on an unknown id."""
+        try:
+            return self._decoder[id]
+        except KeyError:
+            raise ValueError(f"unknown token id {id!r} (vocab_size {self.vocab_size})") from None
+
+    # ------------------------------------------------------------------ encoding
+    def _encode_piece(self, piece: str) -> tuple[int, ...]:
+        """One pre-token -> ids (the cache's miss handler)."""
+        data = piece.encode("utf-8")
+        ids = list(data) if self._identity_bytes else [self._byte_ids[b] for b in data]
+        return tuple(merge_ids(ids, self._pair_rank, self._rank_id))
+
+    def encode_bytes_piece(self, data: bytes) -> list[int]:
+        """Apply the merges to arbitrary bytes as ONE pre-token (no splitting, no specials).
+
+        Useful for token bytes that are not valid UTF-8, e.g. `encode_bytes_piece(tok.id_to_token(i)) == [i]`.
+        """
+        ids = [self._byte_ids[b] for b in data]
+        return merge_ids(ids, self._pair_rank, self._rank_id)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode `text`, treating special-token text as ordinary text.
+
+        >>> Tokenizer([]).encode_ordinary("hi")
+        [104, 105]
+        """
+        # hot path: regex findall, then one C-level dict lookup per pre-token (misses go to _encode_piece)
+        return list(chain.from_iterable(map(self._cache.__getitem__, self._findall(text))))
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ) -> list[int]:
+        """Encode `text` with tiktoken's special-token semantics.
+
+        Special-token text in `allowed_special` ("all" = every special token) becomes its special id.
+        Special-token text in `disallowed_special` ("all" = every special token not allowed) raises ValueError;
+        pass `disallowed_special=()` to encode it as ordinary text instead.
+        """
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        if disallowed:
+            self._check_disallowed(text, disallowed)
+        if not allowed:
+            return self.encode_ordinary(text)
+        out: list[int] = []
+        for piece, is_special in split_special(text, allowed):
+            if is_special:
+                out.append(self._specials[piece])
+            else:
+                out.extend(self.encode_ordinary(piece))
+        return out
+
+    def _special_sets(
+        self, allowed_special: AllowedSpecial, disallowed_special: DisallowedSpecial
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Resolve the tiktoken-style arguments to (allowed, disallowed) sorted tuples of special tokens."""
+        if allowed_special == "all":
+            allowed = set(self._specials)
+        elif isinstance(allowed_special, str):
+            raise ValueError(f"allowed_special must be 'all' or a set of special tokens, not {allowed_special!r}")
+        else:
+            allowed = set(allowed_special)
+            unknown = allowed - set(self._specials)
+            if unknown:
+                raise ValueError(
+                    f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer "
+                    f"(its special tokens: {sorted(self._specials)!r})"
+                )
+        if disallowed_special == "all":
+            disallowed = set(self._specials) - allowed
+        elif isinstance(disallowed_special, str):
+            raise ValueError(f"disallowed_special must be 'all' or a set of strings, not {disallowed_special!r}")
+        else:
+            disallowed = set(disallowed_special)
+        return tuple(sorted(allowed)), tuple(sorted(disallowed))
+
+    @staticmethod
+    def _check_disallowed(text: str, disallowed: tuple[str, ...]) -> None:
+        match = special_splitter(disallowed).search(text)
+        if match:
+            token = match.group()
+            raise ValueError(
+                f"text contains special token {token!r}; pass allowed_special={{{token!r}}} (or 'all') to encode it "
+                f"as a special token, or disallowed_special=() to encode it as ordinary text"
+            )
+
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+        num_workers: int | None = None,
+        min_parallel_chars: int = PARALLEL_MIN_CHARS,
+    ) -> list[list[int]]:
+        """Encode many texts; same result as `[encode(t) for t in texts]`.
+
+        Uses a process pool (`num_workers`, default os.cpu_count()) when the batch holds at least
+        `min_parallel_chars` characters and more than one worker is available; sequential otherwise.
+        """
+        texts = list(texts)
+        kwargs = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+        workers = min(num_workers or os.cpu_count() or 1, len(texts))
+        if workers <= 1 or sum(map(len, texts)) < min_parallel_chars:
+            return [self.encode(t, **kwargs) for t in texts]
+        chunksize = max(1, len(texts) // (workers * 4))
+        # each worker rebuilds the tokenizer once from its canonical dict (never pickled per task)
+        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(self.to_dict(), kwargs)) as pool:
+            return list(pool.map(_encode_in_worker, texts, chunksize=chunksize))
+
+    def encode_iterable(
+        self,
+        texts: Iterable[str],
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ) -> Iterator[int]:
+        """Stream ids for text arriving in chunks (e.g. an open file); memory stays bounded by the chunk size.
+
+        The ids equal `encode("".join(texts), ...)`: chunk boundaries never change the result.
+        """
+        from tokenizer.stream import encode_chunks
+
+        return chain.from_iterable(encode_chunks(self, texts, allowed_special, disallowed_special))
+
+    def encode_file(
+        self,
+        path: str | os.PathLike,
+        out: str | os.PathLike,
+        *,
+        allowed_special: AllowedSpecial = "all",
+        disallowed_special: DisallowedSpecial = (),
+    ) -> dict:
+        """Stream a UTF-8 text file into a raw little-endian `.bin` of ids + a JSON sidecar `out + ".json"`.
+
+        dtype is uint16 when every id fits (vocab_size <= 65536), else uint32; read it back with
+        `np.memmap(out, dtype=meta["dtype"], mode="r")`. Special-token text in the file becomes special ids by
+        default (corpora separate documents with <|endoftext|>). Returns the sidecar dict.
+        """
+        from tokenizer.stream import encode_file
+
+        return encode_file(self, path, out, allowed_special=allowed_special, disallowed_special=disallowed_special)
+
+    # ------------------------------------------------------------------ decoding
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """ids -> the exact bytes (lossless)."""
+        try:
+            return b"".join(map(self._decoder.__getitem__, ids))
+        except KeyError as e:
+            raise ValueError(f"unknown token id {e.args[0]!r} (vocab_size {self.vocab_size})") from None
+        except TypeError:
+            bad = next(i for i in ids if not isinstance(i, int))
+            raise ValueError(f"token ids must be ints, got {bad!r}") from None
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """ids -> text. Lossy by default: bytes that are not valid UTF-8 (e.g. a cut multi-byte character)
+        become U+FFFD; pass errors="strict" to raise instead."""
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    # ------------------------------------------------------------------ persistence and formats
+    def to_dict(self) -> dict:
+        """The canonical JSON-able form (what `save` writes)."""
+        from tokenizer.serialize import tokenizer_to_dict
+
+        return tokenizer_to_dict(self)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the versioned JSON file (a directory path gets `tokenizer.json` inside it)."""
+        from tokenizer.serialize import save
+
+        save(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Tokenizer:
+        """Read a file written by `save` (or a directory holding `tokenizer.json`); ValueError if invalid."""
+        from tokenizer.serialize import load
+
+        return load(path)
+
+    def fingerprint(self) -> str:
+        """sha256 (hex) of the canonical saved JSON; equal tokenizers have equal fingerprints."""
+        if self._fingerprint is None:
+            from tokenizer.serialize import canonical_json
+
+            self._fingerprint = hashlib.sha256(canonical_json(self).encode("utf-8")).hexdigest()
+        return self._fingerprint
+
+    @classmethod
+    def from_gpt2_files(
+        cls,
+        vocab_json: str | os.PathLike,
+        merges_txt: str | os.PathLike,
+        special_tokens: Sequence[str] = ("<|endoftext|>",),
+        pattern: str = "gpt2",
+    ) -> Tokenizer:
+        """Load GPT-2's `vocab.json` + `merges.txt` (byte-to-unicode form); ids equal tiktoken's "gpt2"."""
+        from tokenizer.formats import load_gpt2_files
+
+        return load_gpt2_files(vocab_json, merges_txt, special_tokens=special_tokens, pattern=pattern)
+
+    def export_hf(self, path: str | os.PathLike) -> None:
+        """Write a Hugging Face `tokenizer.json` that `tokenizers.Tokenizer.from_file` reads, with equal ids."""
+        from tokenizer.formats import export_hf
+
+        export_hf(self, path)
+
+    def export_tiktoken(self, path: str | os.PathLike) -> None:
+        """Write a `.tiktoken` ranks file (base64 token, space, rank per line) for `tiktoken.Encoding`."""
+        from tokenizer.formats import export_tiktoken
+
+        export_tiktoken(self, path)
+
+    # ------------------------------------------------------------------ python protocol
+    def __getstate__(self) -> dict:  # pickle (process pools) via the canonical dict, never the cache
+        return self.to_dict()
+
+    def __setstate__(self, state: dict) -> None:
+        from tokenizer.serialize import tokenizer_from_dict
+
+        self.__dict__.update(tokenizer_from_dict(state).__dict__)
+
+    def __repr__(self) -> str:
+        pattern = self.pattern_name or "custom"
+        return f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self._merges)}, special_tokens={list(self._specials)}, pattern={pattern!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tokenizer) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # mutable-looking value type; use fingerprint() as a key
+
+
+def default_vocab(merges: Sequence[tuple[bytes, bytes]]) -> dict[int, bytes]:
+    """The trained layout: ids 0..255 are the bytes, 256 + i is merges[i] joined.
+
+    >>> default_vocab([(b"a", b"b")])[256]
+    b'ab'
+    """
+    vocab = {i: bytes([i]) for i in range(256)}  # id -> bytes
+    for i, (a, b) in enumerate(merges):
+        vocab[256 + i] = a + b
+    return vocab
+
+
+def _assign_special_ids(special_tokens: Sequence[str] | Mapping[str, int], base: dict[int, bytes]) -> dict[str, int]:
+    """Special tokens -> ids: a mapping is taken as is; a sequence gets ids after the largest base id, in order."""
+    if isinstance(special_tokens, str):
+        raise ValueError(f"special_tokens must be a list of strings, not the string {special_tokens!r}")
+    if isinstance(special_tokens, Mapping):
+        specials = {str(s): int(i) for s, i in special_tokens.items()}
+    else:
+        specials = {}
+        next_id = max(base) + 1
+        for s in special_tokens:
+            if not isinstance(s, str):
+                raise ValueError(f"special tokens must be strings, got {s!r}")
+            if s in specials:
+                raise ValueError(f"special token {s!r} given twice")
+            specials[s] = next_id
+            next_id += 1
+    for s, i in specials.items():
+        if not s:
+            raise ValueError("a special token cannot be the empty string")
+        if i in base:
+            raise ValueError(f"special token {s!r} has id {i}, which a regular token already uses")
+    if len(set(specials.values())) < len(specials):
+        raise ValueError("two special tokens share an id")
+    return specials
+
+
+_worker_state: tuple[Tokenizer, dict] | None = None  # set in each encode_batch worker process
+
+
+def _init_worker(state: dict, kwargs: dict) -> None:
+    from tokenizer.serialize import tokenizer_from_dict
+
+    global _worker_state
+    _worker_state = (tokenizer_from_dict(state), kwargs)
+
+
+def _encode_in_worker(text: str) -> list[int]:
+    tok, kwargs = _worker_state
+    return tok.encode(text, **kwargs)
