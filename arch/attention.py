@@ -60,13 +60,6 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout
     )
 
 
-ATTENTION: dict[str, Callable[..., Tensor]] = {
-    "explicit": explicit_attention,
-    "sdpa": sdpa_attention,
-    "manual": manual_attention,
-}
-
-
 class CausalSelfAttention(nn.Module):
     """c_attn -> split heads -> rotate (rope) -> append to cache -> kernel -> merge heads -> c_proj -> dropout."""
 
@@ -99,3 +92,10 @@ class CausalSelfAttention(nn.Module):
             z = self.kernel(q, k, v, step.bias, p, self.scale)  # (B, H, T, D)
         z = z.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H*D)
         return self.resid_dropout(self.c_proj(z))
+
+
+ATTENTION: dict[str, Callable[..., Tensor]] = {
+    "explicit": explicit_attention,
+    "sdpa": sdpa_attention,
+    "manual": manual_attention,
+}

@@ -71,6 +71,9 @@ class ModelConfig:
     >>> cfg = ModelConfig(vocab_size=512, n_ctx=128, d_model=128, n_layers=2, n_heads=4)
     >>> cfg.d_head, cfg.d_mlp
     (32, 512)
+
+    `d_head` / `d_mlp` hold the derived sizes after construction, so when copying a config with a new d_model
+    or n_heads (dataclasses.replace, or editing to_dict()), pass d_head=None / d_mlp=None to re-derive them.
     """
 
     vocab_size: int  # number of token ids (the tokenizer's vocab_size)

@@ -1,8 +1,9 @@
 """Autoregressive decoding for archlab models: greedy, temperature / top-k / top-p sampling, beam search.
 
-Works with any model that maps ids (B, T) to logits (B, T, V), has `max_len` (None or the longest context
-it accepts) and, for `use_cache=True`, `new_kv_cache(batch_size)` whose cache is passed as
-`model(ids, kv_cache=cache)`, knows its `length`, and `reorder(index)`s its batch rows (beam search).
+Works with any model that maps ids (B, T) to logits (B, T, V) and has `max_len` (None or the longest context
+it accepts). With `use_cache=True` a model that has `new_kv_cache(batch_size)` is fed only the new ids,
+`model(ids, kv_cache=cache)`; the cache knows its `length` and `reorder(index)`s its batch rows (beam search).
+Models without `new_kv_cache` are recomputed in full each step.
 
 Decisions:
 
@@ -80,7 +81,7 @@ class _Stepper:
     def __init__(self, model: torch.nn.Module, batch_size: int, use_cache: bool):
         self.model = model
         self.max_len = getattr(model, "max_len", None)
-        self.cache = model.new_kv_cache(batch_size) if use_cache else None
+        self.cache = model.new_kv_cache(batch_size) if use_cache and hasattr(model, "new_kv_cache") else None
 
     def logits(self, seq: Tensor) -> Tensor:
         """seq (B, T) the whole sequence so far -> (B, V) logits for the next token."""
@@ -103,7 +104,7 @@ def _sample(
     """(B, V) logits -> (B,) next ids."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    logits = logits.float() / temperature
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # fp16/bf16 -> fp32
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
@@ -188,4 +189,4 @@ def _beam_search(model, ids, max_new_tokens, K, eos_id, use_cache) -> Tensor:
             finished = finished[beam] | (tok == eos_id)
             if bool((finished | scores.view(-1).isinf()).all()):  # -inf beams are unused filler
                 break
-    return seqs.view(B, K, -1)[:, 1, :]  # (B, T + n) the best beam (topk is sorted)
+    return seqs.view(B, K, -1)[:, 0, :]  # (B, T + n) the best beam (topk is sorted)

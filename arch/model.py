@@ -12,6 +12,7 @@ Not handled here: padding masks (left-padded batches), encoder-decoder use, mixe
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,11 +37,6 @@ def init_gpt2(model: Transformer) -> None:
             nn.init.normal_(module.weight, mean=0.0, std=std / math.sqrt(2 * model.cfg.n_layers) if proj else std)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
-
-
-INITS = {
-    "gpt2": init_gpt2,
-}
 
 
 class Transformer(nn.Module):
@@ -131,6 +127,11 @@ class Transformer(nn.Module):
         from arch.generate import generate
 
         return generate(self, ids, **kwargs)
+
+
+INITS: dict[str, Callable[[Transformer], None]] = {
+    "gpt2": init_gpt2,
+}
 
 
 def build_model(cfg: ModelConfig) -> Transformer:

@@ -16,10 +16,12 @@
 2. Sweep. The same 4-point sweep (model/pos=learned,sinusoidal,alibi,rope) as
    `python -m experiments.train -m ...`, once with Hydra's basic launcher (sequential, in one process) and
    once with `hydra/launcher=joblib hydra.launcher.n_jobs=2`; wall time of each command, speedup = seq / par.
-   train.num_threads=null gives each job cpu_count // n_jobs threads. The tokenizer and token caches are
-   warmed first, so neither side pays for tokenizer training. Target: >= 1.6x.
-The machine may be shared: each measurement is repeated `--repeats` times; the best repeat is reported
-(overhead: the lowest; sweep: the fastest of each side).
+   With train.num_threads=null each parallel job gets cpu_count // n_jobs threads; the sequential sweep runs
+   twice: with num_threads=null (all cores per job, what a user gets by default) and with num_threads=1 (the
+   same per-job threads as the parallel side, so the ratio is the process parallelism alone). The tokenizer
+   and token caches are warmed first, so no side pays for tokenizer training. Target: >= 1.6x.
+The machine may be shared: each measurement is repeated `--repeats` times; reported are the medians of the
+overhead repeats and the fastest repeat of each sweep side.
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ def bench_overhead(args: argparse.Namespace, work: Path) -> dict:
     timed_train(compose(tiny_overrides(work / "overhead_warmup", 2, args.device, "disabled", threads)))
     results = {}
     for logger in args.loggers:
+        timed_train(compose(tiny_overrides(work / f"overhead_warmup_{logger}", 2, args.device, logger, threads)))
+        if logger != "disabled":
+            print(f"[overhead] logger={logger}: WANDB_MODE={os.environ.get('WANDB_MODE', '(unset)')}", flush=True)
         reps = []
         for rep in range(args.repeats):
             long_steps, short_steps = args.steps, max(args.warmup + 2, args.steps // 3)
@@ -165,11 +170,13 @@ def bench_overhead(args: argparse.Namespace, work: Path) -> dict:
                   f"{r['bare_cpu_ms']:.2f} ms -> overhead {100 * r['overhead_cpu']:+.1f}% | wall/step (median) "
                   f"{r['train_wall_ms']:.2f} vs {r['bare_wall_ms']:.2f} ms -> {100 * r['overhead_wall']:+.1f}%",
                   flush=True)
-        best = min(reps, key=lambda r: r["overhead_cpu"] if args.device == "cpu" else r["overhead_wall"])
-        results[logger] = best
+        med = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
+        results[logger] = med
         key = "overhead_cpu" if args.device == "cpu" else "overhead_wall"
-        print(f"[overhead] logger={logger:8s} best of {len(reps)}: {100 * best[key]:+.1f}% "
-              f"({'CPU time' if args.device == 'cpu' else 'wall time'}; target <= 5%; threads={threads})", flush=True)
+        print(f"[overhead] logger={logger:8s} median of {len(reps)}: CPU/step {med['train_cpu_ms']:.2f} vs "
+              f"{med['bare_cpu_ms']:.2f} ms, wall/step {med['train_wall_ms']:.2f} vs {med['bare_wall_ms']:.2f} ms; "
+              f"overhead {100 * med[key]:+.1f}% ({'CPU time' if args.device == 'cpu' else 'wall time'}; "
+              f"target <= 5%; threads={threads})", flush=True)
     return results
 
 
@@ -182,9 +189,14 @@ def run_sweep(sweep_dir: Path, steps: int, device: str, extra: list[str], env: d
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"sweep failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
-    statuses = [json.loads(p.read_text()).get("status") for p in sweep_dir.rglob("summary.json")]
+    summaries = [json.loads(p.read_text()) for p in sweep_dir.rglob("summary.json")]
+    statuses = [s.get("status") for s in summaries]
     if sorted(statuses) != ["completed"] * 4:
         raise SystemExit(f"expected 4 completed runs under {sweep_dir}, got {statuses}")
+    in_jobs = sum(s["wall_time_s"] for s in summaries)
+    per_job = ", ".join(f"{x['wall_time_s']:.1f}" for x in summaries)
+    print(f"[sweep]   {sweep_dir.name}: {wall:.1f} s wall; train() wall times add up to {in_jobs:.1f} s ({per_job})",
+          flush=True)
     return wall
 
 
@@ -195,26 +207,36 @@ def bench_sweep(args: argparse.Namespace, work: Path) -> dict:
                     "train.tokens=null", "train.progress=false", "train.extrap=never", "train.eval_batches=1",
                     f"train.device={args.device}", f"train.run_dir={work / 'warm'}"], cwd=REPO, env=env, check=True,
                    capture_output=True)
-    seq, par = [], []
+    par = []
+    seq: dict[str, list[float]] = {t: [] for t in args.seq_threads}
     for rep in range(args.repeats):
-        seq.append(run_sweep(work / f"seq_{rep}", args.sweep_steps, args.device, [], env))
+        for t in args.seq_threads:
+            seq[t].append(run_sweep(work / f"seq{t}_{rep}", args.sweep_steps, args.device, [f"train.num_threads={t}"], env))
         par.append(run_sweep(work / f"par_{rep}", args.sweep_steps, args.device,
                              ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], env))
-        print(f"[sweep] repeat {rep}: sequential {seq[-1]:.1f} s, joblib x2 {par[-1]:.1f} s", flush=True)
-    t_seq, t_par = min(seq), min(par)
-    print(f"[sweep] 4 runs x {args.sweep_steps} steps: sequential {t_seq:.1f} s | joblib n_jobs=2 {t_par:.1f} s |"
-          f" speedup {t_seq / t_par:.2f}x  (target >= 1.6x; cpu_count={os.cpu_count()})", flush=True)
-    return {"sequential_s": t_seq, "joblib2_s": t_par, "speedup": t_seq / t_par}
+        print(f"[sweep] repeat {rep}: " + ", ".join(f"sequential (num_threads={t}) {seq[t][-1]:.1f} s" for t in seq)
+              + f", joblib n_jobs=2 {par[-1]:.1f} s", flush=True)
+    t_par = min(par)
+    out = {"joblib2_s": t_par}
+    for t, times in seq.items():
+        out[f"sequential_threads_{t}_s"], out[f"speedup_vs_threads_{t}"] = min(times), min(times) / t_par
+        print(f"[sweep] 4 runs x {args.sweep_steps} steps: sequential (train.num_threads={t}) {min(times):.1f} s | "
+              f"joblib n_jobs=2 (1 thread per job) {t_par:.1f} s | speedup {min(times) / t_par:.2f}x  "
+              f"(target >= 1.6x; cpu_count={os.cpu_count()})", flush=True)
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--part", choices=["overhead", "sweep", "all"], default="all")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--steps", type=int, default=90, help="train steps of the long overhead run (the short one: a third)")
+    p.add_argument("--steps", type=int, default=150, help="train steps of the long overhead run (the short one: a third)")
     p.add_argument("--warmup", type=int, default=10, help="steps skipped before timing")
     p.add_argument("--sweep-steps", type=int, default=150, help="train steps per sweep job")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--seq-threads", nargs="+", default=["null", "1"],
+                   help="train.num_threads of the sequential sweeps (null: all cores, the default a user gets; "
+                        "1: the same threads per job as the parallel sweep)")
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1, help="torch threads for the overhead part")
     p.add_argument("--loggers", nargs="+", default=["disabled", "wandb"], help="conf/logger options to time")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")

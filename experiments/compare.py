@@ -45,6 +45,7 @@ BAD_STATUSES = ("diverged", "failed")
 EXTRAP_RE = re.compile(r"extrap/(?P<mode>[a-z]+)/loss@(?P<k>\d+(?:\.\d+)?)x$")
 LAYER_RE = re.compile(r"grad_norm/layer_(\d+)$")
 GRID_POINTS = 200
+FIXED_FIGURES = ("extrapolation.png", "grad_norm_per_layer.png", "aspect_ratio.png")
 
 
 # ---------------------------------------------------------------- numbers
@@ -314,8 +315,9 @@ def _grad_data(groups: list[Group]) -> tuple[list[dict[str, Any]], list[str]]:
         phases, bad = {}, {}
         for panel, frac in panels.items():
             def limit(r: Run) -> float | None:
-                steps = [l["step"] for l in r.metrics if "step" in l]
-                return frac * max(steps) if (frac and steps) else None
+                steps = [l["step"] for l in r.metrics if isinstance(l.get("step"), (int, float))]
+                # at least the first logged step, so very short runs still fill the early panel
+                return max(frac * max(steps), min(steps)) if (frac and steps) else None
 
             per = [_layer_means(r, limit(r)) for r in stat_runs(g)]
             if per:
@@ -330,8 +332,8 @@ def _grad_data(groups: list[Group]) -> tuple[list[dict[str, Any]], list[str]]:
 def _aspect_data(groups: list[Group], by: list[str], metric: str) -> tuple[list[dict[str, Any]], str] | None:
     shapes = {}
     for g in groups:
-        r0 = g.runs[0]
-        L, d = r0.flat.get("model.n_layers"), r0.flat.get("model.d_model")
+        in_group = {(r.flat.get("model.n_layers"), r.flat.get("model.d_model")) for r in g.runs}
+        (L, d), = in_group if len(in_group) == 1 else ((None, None),)  # a group mixing shapes has no one aspect
         if isinstance(L, int) and isinstance(d, int) and L > 0:
             shapes[g.index] = (L, d)
     if len(set(shapes.values())) < 2:
@@ -439,6 +441,8 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
     _check_metric(runs, metric, x)
     out = Path(out_dir) if out_dir is not None else default_out_dir(runs)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("curve_*.png"), *out.glob("final_*.png"), *(out / f for f in FIXED_FIGURES)]:
+        stale.unlink(missing_ok=True)  # an earlier build's figure that this build may skip
     groups = group_runs(runs, by)
     paths = [r.path for r in runs if r.path is not None]
     root = Path(os.path.commonpath([str(p) for p in paths])) if paths else None
@@ -499,7 +503,8 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
         add("aspect_ratio.png", "Depth vs width",
             f"Final {metric} against d_model / n_layers, mean ± std over seeds; {budget_note}.")
     else:
-        notes.append("depth vs width (aspect ratio): skipped (fewer than two distinct n_layers × d_model shapes)")
+        notes.append("depth vs width (aspect ratio): skipped (fewer than two distinct n_layers × d_model shapes "
+                     "among groups of a single shape; group by model.n_layers model.d_model)")
 
     keys, cells, noise = config_diff(runs, groups)
     ctx = {

@@ -1,8 +1,8 @@
 """DDP plumbing: who am I (rank / world size / device), process-group setup, and the few collectives train() uses.
 
 Launch with `torchrun --nproc_per_node N -m experiments.train ...` (or SLURM + submitit with one task per GPU):
-the env vars RANK / WORLD_SIZE / LOCAL_RANK (or SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID with MASTER_ADDR set)
-switch it on. Backend: nccl on CUDA, gloo otherwise. Without those variables everything here is a no-op for a
+the env vars RANK / WORLD_SIZE / LOCAL_RANK (or, inside an srun step, SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID;
+one node, or several with MASTER_ADDR set) switch it on. Backend: nccl on CUDA, gloo otherwise. Without those variables everything here is a no-op for a
 single process. Not handled: multi-node rendezvous beyond what torchrun provides, FSDP / tensor parallelism.
 """
 
@@ -43,7 +43,11 @@ def env_info() -> DistInfo:
             local_rank=int(env.get("LOCAL_RANK", 0)),
             local_world_size=int(env.get("LOCAL_WORLD_SIZE", 1)),
         )
-    if "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1 and "MASTER_ADDR" in env:
+    # an srun step (submitit runs one) with several tasks; one node, or a MASTER_ADDR you set for several nodes
+    in_step = "SLURM_STEP_ID" in env or "SLURM_STEPID" in env
+    single_node = int(env.get("SLURM_NNODES", "1")) == 1
+    if in_step and int(env.get("SLURM_NTASKS", "1")) > 1 and (single_node or "MASTER_ADDR" in env):
+        os.environ.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
         n_local = int(env.get("SLURM_NTASKS_PER_NODE", env.get("SLURM_NTASKS", "1")).split("(")[0])
         return DistInfo(
             rank=int(env["SLURM_PROCID"]),

@@ -198,7 +198,7 @@ ul.notes li { color: var(--muted); }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 """
 
-JS = """
+JS = r"""
 document.querySelectorAll("table.sortable").forEach(function (table) {
   table.querySelectorAll("th").forEach(function (th, col) {
     th.addEventListener("click", function () {
@@ -222,6 +222,12 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+// report.html#sort=runs-table:3 (or :3:desc) opens with that column sorted: shareable links, and testable
+var m = location.hash.match(/^#sort=([\w-]+):(\d+)(:desc)?$/);
+if (m) {
+  var th = document.querySelectorAll("#" + m[1] + " th")[+m[2]];
+  if (th) { th.click(); if (m[3]) th.click(); }
+}
 """
 
 

@@ -155,9 +155,11 @@ def train(cfg: DictConfig | dict) -> dict[str, Any]:
     info = distributed.env_info()
     device = distributed.pick_device(str(c["train"]["device"]), info)
     distributed.setup(info, device)
+    threads_before = torch.get_num_threads()  # train.num_threads is per run, not for the rest of the process
     try:
         return _train(c, info, device)
     finally:
+        torch.set_num_threads(threads_before)
         distributed.teardown()
 
 
@@ -214,6 +216,10 @@ def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) 
     if tc["resume"]:
         if ckpt_path.exists():
             ckpt = load_checkpoint(ckpt_path, map_location=device)
+            if ckpt["model_config"] != mcfg.to_dict():
+                diff = sorted(k for k, v in mcfg.to_dict().items() if ckpt["model_config"].get(k) != v)
+                raise ConfigError(f"train.resume=true but {ckpt_path} holds a different model (differs in {diff}); "
+                                  f"resume with the run's original overrides or start a new run dir")
             model.load_state_dict(ckpt["model"])
             optimizer.load_state_dict(ckpt["optimizer"])
             step, tokens, elapsed = int(ckpt["step"]), int(ckpt["tokens"]), float(ckpt["elapsed"])
@@ -263,7 +269,8 @@ def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) 
             "final_train_loss": hist["final_train_loss"], "params": params, "non_embedding_params": non_emb,
             "tokens": tokens, "steps": step, "wall_time_s": wall, "tokens_per_s": tokens / wall if wall > 0 else None,
             "mfu": (fpt * tokens / wall / info.world_size / peak) if wall > 0 else None, "extrap": hist["extrap"],
-            "run_dir": str(run_dir), **extra,
+            "run_dir": str(run_dir), "device": str(device), "world_size": info.world_size,
+            "num_threads": torch.get_num_threads(), **extra,
         }
 
     def evaluate(final: bool) -> None:

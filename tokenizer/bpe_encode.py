@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from itertools import islice
+from itertools import islice, repeat
 
 # Pieces with more ids than this go to the heap merge; below it the plain loop is faster.
 HEAP_THRESHOLD = 256
@@ -40,21 +40,21 @@ def merge_ids(ids: list[int], pair_rank: dict[tuple[int, int], int], rank_id: li
     get = pair_rank.get
     none = len(rank_id)  # "no merge": above every real rank
     ids = list(ids)
-    ranks = [get(pair, none) for pair in zip(ids, ids[1:])]
+    ranks = list(map(get, zip(ids, ids[1:]), repeat(none)))
     while True:
         rank = min(ranks)
         if rank == none:
             return ids
         i = ranks.index(rank)  # leftmost pair with the lowest rank
-        ids[i] = rank_id[rank]
+        ids[i] = new = rank_id[rank]
         del ids[i + 1]
         del ranks[i]
-        if not ranks:
-            return ids
         if i < len(ranks):
-            ranks[i] = get((ids[i], ids[i + 1]), none)
-        if i > 0:
-            ranks[i - 1] = get((ids[i - 1], ids[i]), none)
+            ranks[i] = get((new, ids[i + 1]), none)
+        elif not ranks:
+            return ids
+        if i:
+            ranks[i - 1] = get((ids[i - 1], new), none)
 
 
 def _merge_heap(ids: list[int], pair_rank: dict[tuple[int, int], int], rank_id: list[int]) -> list[int]:

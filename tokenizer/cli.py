@@ -377,19 +377,21 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
     tok = load_tokenizer(args.tokenizer)
     src = _input_file(args.file)
+    out = sys.stdout.buffer  # exact bytes, written as is (no lossy re-encoding)
+    sys.stdout.flush()
     if src is not None and sidecar_path(src).exists():
-        ids = [int(i) for i in read_token_file(src)]
+        arr = read_token_file(src)
+        for start in range(0, len(arr), 1 << 20):  # stream: concatenating token bytes needs no lookahead
+            out.write(tok.decode_bytes(arr[start : start + (1 << 20)].tolist()))
     else:
         raw = sys.stdin.read() if src is None else src.read_text(encoding="utf-8")
         ids = []
         for word in raw.split():
-            if not word.isdigit():
+            if not (word.isascii() and word.isdigit()):
                 raise CliError(f"not a token id: {word[:40]!r} (decode reads whitespace-separated integers)")
             ids.append(int(word))
-    data = tok.decode_bytes(ids)  # exact bytes, written as is (no lossy re-encoding)
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+        out.write(tok.decode_bytes(ids))
+    out.flush()
     return 0
 
 

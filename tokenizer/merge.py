@@ -1,7 +1,9 @@
 """The BPE merge loop: learn merges from deduplicated pre-token counts, with incremental pair counts.
 
 Input is `{pre-token bytes: count}` (see `tokenizer.pretoken_counts`); each distinct pre-token ("word") is a list
-of token ids, starting as its bytes. Per merge, only the words that contain the chosen pair are rewritten:
+of token ids, starting as its bytes. Per merge, only the words that contain the chosen pair are rewritten, and
+only the pairs next to each occurrence change: merging (a, b) into t in `x a b y` removes (x, a), (a, b), (b, y)
+and adds (x, t), (t, y), each weighted by the word's count.
 
 * `pair_counts[(a, b)]` is the number of adjacent (a, b) occurrences, weighted by word count.
 * `where[(a, b)]` lists the words that contained (a, b) at some point, each once: an adjacency (a, b) first
@@ -84,37 +86,37 @@ def learn_merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: in
         for wi in where.pop((a, b)):
             w = words[wi]
             n_w = len(w)
-            # Rewrite w, merging (a, b) left to right, non-overlapping.
-            out: list[int] = []
-            i = 0
-            found = False
-            while i < n_w:
-                if i + 1 < n_w and w[i] == a and w[i + 1] == b:
-                    out.append(new)
-                    i += 2
-                    found = True
-                else:
-                    out.append(w[i])
-                    i += 1
-            if not found:
-                continue  # stale index entry
             c = counts[wi]
-            for pair in zip(w, w[1:]):  # remove the old word's pairs ...
-                left = pair_counts[pair] - c
-                if left:
-                    pair_counts[pair] = left
-                else:
-                    del pair_counts[pair]
-            for pair in zip(out, out[1:]):  # ... and add the new word's
-                pair_counts[pair] = pair_counts.get(pair, 0) + c
-                if new in pair:
-                    created.add(pair)
-                    lst = where.get(pair)
-                    if lst is None:
-                        where[pair] = [wi]
-                    elif lst[-1] != wi:
-                        lst.append(wi)
-            words[wi] = out
+            out: list[int] = []
+            done = 0  # w[:done] has been rewritten into out
+            i = 0
+            while True:
+                try:
+                    i = w.index(a, i, n_w - 1)  # an occurrence of (a, b) starts at i <= n_w - 2
+                except ValueError:
+                    break
+                if w[i + 1] != b:
+                    i += 1
+                    continue
+                out.extend(w[done:i])
+                if out:
+                    left = out[-1]
+                    if done != i:  # else (b, a) was already removed as the previous right pair
+                        _decrement(pair_counts, (left, a), c)
+                    _increment(pair_counts, where, created, (left, new), c, wi)
+                if i + 2 < n_w:
+                    right = w[i + 2]
+                    _decrement(pair_counts, (b, right), c)
+                    if not (right == a and i + 3 < n_w and w[i + 3] == b):  # else the next one adds (new, new)
+                        _increment(pair_counts, where, created, (new, right), c, wi)
+                _decrement(pair_counts, (a, b), c)
+                out.append(new)
+                i += 2
+                done = i
+            if done:
+                out.extend(w[done:])
+                words[wi] = out
+            # done == 0: a stale index entry, the word no longer contains (a, b)
 
         for pair in created:
             n = pair_counts.get(pair, 0)
@@ -123,3 +125,22 @@ def learn_merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: in
         if on_merge is not None:
             on_merge(len(merges))
     return merges
+
+
+def _decrement(pair_counts: dict[tuple[int, int], int], pair: tuple[int, int], c: int) -> None:
+    left = pair_counts[pair] - c
+    if left:
+        pair_counts[pair] = left
+    else:
+        del pair_counts[pair]
+
+
+def _increment(pair_counts: dict[tuple[int, int], int], where: dict[tuple[int, int], list[int]],
+               created: set[tuple[int, int]], pair: tuple[int, int], c: int, wi: int) -> None:
+    pair_counts[pair] = pair_counts.get(pair, 0) + c
+    created.add(pair)
+    lst = where.get(pair)
+    if lst is None:
+        where[pair] = [wi]
+    elif lst[-1] != wi:
+        lst.append(wi)

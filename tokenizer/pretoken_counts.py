@@ -6,11 +6,12 @@ The trainer never sees the corpus itself, only `{pre-token bytes: count}`; this 
   split and the whole corpus is never in memory. Invalid UTF-8 is replaced by U+FFFD (`errors="replace"`
   semantics, one U+FFFD per maximal invalid sequence) and the replacements are counted, not raised.
 * A chunk is cut only where a pre-token cannot span the cut (see `safe_cut`): before the last special token
-  (specials split the text anyway), or else, for the registered `gpt2`/`gpt4` patterns, right after a newline or
-  before a space that sits between a letter/digit and a non-space. If a chunk has no such place, more is read.
+  (specials split the text anyway), or else, for the registered `gpt2`/`gpt4` patterns, right after a newline
+  that sits between two non-space characters, or before a space that sits between a letter/digit and a letter.
+  If a chunk has no such place, more is read (and only the new part is searched).
   For a custom regex only special tokens are cut points, so a large file without special tokens is read whole.
 * Iterator input: every string is its own document (pre-tokens never span two strings); strings are batched into
-  tasks of about `CHUNK_BYTES` characters.
+  tasks of about `CHUNK_BYTES` characters, and a very long string is cut like a file.
 * Counting runs in `workers` processes (a bounded number of tasks in flight, so memory stays flat); `workers=1`
   counts in this process. Counts are added up, so the result does not depend on `workers` or chunking.
 
@@ -44,9 +45,11 @@ def _count_replace(exc: UnicodeDecodeError) -> tuple[str, int]:
 
 codecs.register_error(REPLACEMENT_ERRORS, _count_replace)
 
-# gpt2/gpt4: no pre-token spans "<letter|digit>\n|<non-space>" or "<letter|digit>| <letter>" (`|` = the cut).
-# Checked by hand against both patterns and by tests/tokenizer/test_train_chunks.py.
-_SAFE_CUT = regex.compile(r"(?<=[\p{L}\p{N}]\n)(?=\S)|(?<=[\p{L}\p{N}])(?= \p{L})")
+# gpt2/gpt4: no pre-token spans "<non-space>\n|<non-space>" or "<letter|digit>| <letter>" (`|` = the cut).
+# Checked by hand against both patterns, and every place it allows is checked by a property test
+# (tests/tokenizer/test_train_chunks.py::test_every_candidate_cut_point_is_safe).
+_SAFE_CUT = regex.compile(r"(?<=\S\n)(?=\S)|(?<=[\p{L}\p{N}])(?= \p{L})")
+_SAFE_CUT_REACH = 3  # a match at i looks at text[i-2 : i+2]: rescan this much of an old tail
 
 
 def default_workers() -> int:
@@ -54,35 +57,44 @@ def default_workers() -> int:
 
 
 def safe_cut(text: str, pattern: str, specials: Sequence[str]) -> int:
-    """An index i > 0 such that pre-tokenizing text[:i] and text[i:] separately equals pre-tokenizing text
-    (given that more text may follow); 0 if this chunk has no such place yet.
+    """The last index i > 0 such that pre-tokenizing text[:i] and text[i:] separately equals pre-tokenizing
+    text, whatever text follows; 0 if this chunk has no such place yet.
 
-    >>> safe_cut("ab\\n<|endoftext|>cd", "gpt2", ["<|endoftext|>"])
+    >>> safe_cut("ab\n<|endoftext|>cd", "gpt2", ["<|endoftext|>"])
     3
     """
+    return find_cut(text, pattern, specials)[0]
+
+
+def find_cut(text: str, pattern: str, specials: Sequence[str], resume: tuple[int, int] = (0, 0)
+             ) -> tuple[int, tuple[int, int]]:
+    """`safe_cut`, resumable: returns (cut, resume). When cut is 0, pass `resume` with the same text plus more
+    appended, and only the new part is scanned (so a long stretch without cut points costs linear time)."""
+    special_from, pattern_from = resume
     splitter = special_splitter(tuple(specials))
     if splitter is not None:
-        # Only a special that starts at least max_len before the end: then no longer special starting
-        # earlier can run past the end of this chunk, so the matches up to the cut are those of the full text.
+        # Only a special that starts at least max_len before the end: then no longer special starting earlier
+        # can run past the end, so the matches up to the cut are those of the full text. A scan resumes only
+        # where the full text's left-to-right scan would be (after a match, or past positions with none).
         limit = len(text) - max(len(s) for s in specials)
         cut = 0
-        for m in splitter.finditer(text, 0, len(text)):
+        next_from = max(special_from, limit + 1)
+        for m in splitter.finditer(text, special_from):
             if m.start() > limit:
                 break
             cut = m.start()
+            next_from = max(m.end(), limit + 1)
+        special_from = max(special_from, next_from)
         if cut > 0:
-            return cut
-    if pattern not in (PATTERNS["gpt2"], PATTERNS["gpt4"]):
-        return 0
-    # Search the tail first: it nearly always has a newline or a space between words.
-    tail = max(0, len(text) - 65536)
-    for start in (tail, 0) if tail else (0,):
+            return cut, (0, 0)
+    if pattern in (PATTERNS["gpt2"], PATTERNS["gpt4"]):
         last = None
-        for last in _SAFE_CUT.finditer(text, start):
+        for last in _SAFE_CUT.finditer(text, pattern_from):
             pass
         if last is not None and last.start() > 0:
-            return last.start()
-    return 0
+            return last.start(), (0, 0)
+        pattern_from = max(pattern_from, len(text) - _SAFE_CUT_REACH)
+    return 0, (special_from, pattern_from)
 
 
 def iter_file_texts(paths: Sequence[str | os.PathLike], pattern: str, specials: Sequence[str],
@@ -95,6 +107,7 @@ def iter_file_texts(paths: Sequence[str | os.PathLike], pattern: str, specials: 
     for path in paths:
         decoder = codecs.getincrementaldecoder("utf-8")(errors=REPLACEMENT_ERRORS)
         buf = ""
+        resume = (0, 0)
         with open(path, "rb") as f:
             while True:
                 raw = f.read(chunk_bytes)
@@ -105,7 +118,7 @@ def iter_file_texts(paths: Sequence[str | os.PathLike], pattern: str, specials: 
                     break
                 if len(buf) < chunk_bytes:
                     continue
-                cut = safe_cut(buf, pattern, specials)
+                cut, resume = find_cut(buf, pattern, specials, resume)
                 if cut > 0:
                     yield buf[:cut]
                     buf = buf[cut:]
@@ -132,21 +145,41 @@ def count_texts(texts: Sequence[str], pattern: str, specials: Sequence[str]) -> 
 _group = methodcaller("group")
 
 
-def batch_texts(texts: Iterable[str], batch_chars: int | None = None) -> Iterator[list[str]]:
-    """Group strings into lists of about `batch_chars` characters (one worker task each)."""
+def batch_texts(texts: Iterable[str], pattern: str, specials: Sequence[str],
+                batch_chars: int | None = None) -> Iterator[list[str]]:
+    """Group strings into lists of about `batch_chars` characters (one worker task each). A string longer than
+    twice that is cut at safe places (`find_cut`) first, so one huge document is still counted in parallel."""
     batch_chars = batch_chars or CHUNK_BYTES
     batch: list[str] = []
     size = 0
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f"training texts must be str, got {type(text).__name__}")
-        batch.append(text)
-        size += len(text)
-        if size >= batch_chars:
-            yield batch
-            batch, size = [], 0
+        for piece in _split_long(text, pattern, specials, batch_chars):
+            batch.append(piece)
+            size += len(piece)
+            if size >= batch_chars:
+                yield batch
+                batch, size = [], 0
     if batch:
         yield batch
+
+
+def _split_long(text: str, pattern: str, specials: Sequence[str], size: int) -> Iterator[str]:
+    pos = 0
+    while len(text) - pos > 2 * size:
+        end = pos + size
+        cut, resume = 0, (0, 0)
+        while end < len(text):
+            cut, resume = find_cut(text[pos:end], pattern, specials, resume)
+            if cut:
+                break
+            end += size
+        if not cut:
+            break
+        yield text[pos:pos + cut]
+        pos += cut
+    yield text[pos:]
 
 
 def count_batches(batches: Iterable[list[str]], pattern: str, specials: Sequence[str], workers: int,
@@ -156,8 +189,10 @@ def count_batches(batches: Iterable[list[str]], pattern: str, specials: Sequence
     total: Counter[str] = Counter()
     batches = iter(batches)
     first = list(islice(batches, 2))
+    single = len(first) < 2
     batches = chain(first, batches)
-    if workers <= 1 or len(first) < 2:  # one task: a worker pool would only add start-up time
+    del first
+    if workers <= 1 or single:  # one task: a worker pool would only add start-up time
         for batch in batches:
             total.update(count_texts(batch, pattern, specials))
             if on_batch is not None:

@@ -11,10 +11,11 @@ Id layout when `vocab` is None: ids 0..255 are the single bytes (id = byte value
 joined, then the special tokens in the order given. An explicit `vocab` (GPT-2's, where byte ids are not the
 byte values) is taken as is.
 
-Handled: special tokens with tiktoken's allowed/disallowed semantics, any unicode text (lone surrogates are
-not encodable, as in tiktoken), a bounded pre-token cache, streaming (`encode_iterable`, `encode_file`),
+Handled: special tokens with tiktoken's allowed/disallowed semantics, any unicode text (a lone surrogate is
+encoded as U+FFFD, as in tiktoken), a bounded pre-token cache, streaming (`encode_iterable`, `encode_file`),
 parallel `encode_batch`. Not handled: normalisation, byte-fallback/unk tokens (not needed: every byte is a
-token), merges across pre-token boundaries, and encoding of raw bytes that are not text.
+token), merges across pre-token boundaries, and pre-tokenizing raw bytes that are not text
+(`encode_bytes_piece` merges such bytes as one piece).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from itertools import chain
-from pathlib import Path
 from typing import Literal
 
 from tokenizer.bpe_encode import PretokenCache, merge_ids
@@ -132,7 +132,10 @@ class Tokenizer:
     # ------------------------------------------------------------------ encoding
     def _encode_piece(self, piece: str) -> tuple[int, ...]:
         """One pre-token -> ids (the cache's miss handler)."""
-        data = piece.encode("utf-8")
+        try:
+            data = piece.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates (streaming path): U+FFFD, as tiktoken does
+            data = _fix_surrogates(piece).encode("utf-8")
         ids = list(data) if self._identity_bytes else [self._byte_ids[b] for b in data]
         return tuple(merge_ids(ids, self._pair_rank, self._rank_id))
 
@@ -151,6 +154,12 @@ class Tokenizer:
         [104, 105]
         """
         # hot path: regex findall, then one C-level dict lookup per pre-token (misses go to _encode_piece)
+        try:
+            text.encode("utf-8")
+        except AttributeError:
+            raise TypeError(f"encode needs a str, got {type(text).__name__}") from None
+        except UnicodeEncodeError:
+            text = _fix_surrogates(text)  # lone surrogates are not valid text: U+FFFD, as tiktoken does
         return list(chain.from_iterable(map(self._cache.__getitem__, self._findall(text))))
 
     def encode(
@@ -277,9 +286,8 @@ class Tokenizer:
             return b"".join(map(self._decoder.__getitem__, ids))
         except KeyError as e:
             raise ValueError(f"unknown token id {e.args[0]!r} (vocab_size {self.vocab_size})") from None
-        except TypeError:
-            bad = next(i for i in ids if not isinstance(i, int))
-            raise ValueError(f"token ids must be ints, got {bad!r}") from None
+        except TypeError as e:
+            raise ValueError(f"token ids must be ints ({e})") from None
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """ids -> text. Lossy by default: bytes that are not valid UTF-8 (e.g. a cut multi-byte character)
@@ -356,6 +364,11 @@ class Tokenizer:
         return isinstance(other, Tokenizer) and self.to_dict() == other.to_dict()
 
     __hash__ = None  # mutable-looking value type; use fingerprint() as a key
+
+
+def _fix_surrogates(text: str) -> str:
+    """Join valid surrogate pairs, replace lone surrogates by U+FFFD (tiktoken's rule)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def default_vocab(merges: Sequence[tuple[bytes, bytes]]) -> dict[int, bytes]:

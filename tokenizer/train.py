@@ -61,13 +61,15 @@ def train_bpe(paths: Sequence[PathLike] | PathLike, vocab_size: int, special_tok
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = list(paths)
+    if not paths:
+        raise ValueError("no training files given")
     for path in paths:
         if not os.path.exists(path):
             raise FileNotFoundError(f"training file not found: {os.fspath(path)}")
         if os.path.isdir(path):
             raise IsADirectoryError(f"training path is a directory, not a file: {os.fspath(path)}")
     specials, regex_pattern, n_merges, workers = _check_args(vocab_size, special_tokens, pattern, workers,
-                                                             min_frequency)
+                                                             min_frequency, chunk_bytes)
     show = _show_progress(progress)
     where = ", ".join(os.fspath(p) for p in paths)
     word_counts = _count_files(paths, regex_pattern, specials, workers, chunk_bytes, show, where)
@@ -101,17 +103,17 @@ def train_bpe_from_iterator(texts: Iterable[str], vocab_size: int, special_token
     if isinstance(texts, str):
         raise TypeError("texts must be an iterable of strings, not one string; wrap it: [text]")
     specials, regex_pattern, n_merges, workers = _check_args(vocab_size, special_tokens, pattern, workers,
-                                                             min_frequency)
+                                                             min_frequency, chunk_bytes)
     show = _show_progress(progress)
     with _bar(show, unit="doc", desc="count pre-tokens") as bar:
-        batches = batch_texts(texts, chunk_bytes)
+        batches = batch_texts(texts, regex_pattern, specials, chunk_bytes)
         word_counts = to_byte_counts(count_batches(batches, regex_pattern, specials, workers, on_batch=bar.update))
     merges = _merges(word_counts, n_merges, min_frequency, specials, vocab_size, "the given texts", show)
     return _tokenizer(merges, specials, pattern)
 
 
 def _check_args(vocab_size: int, special_tokens: Sequence[str], pattern: str, workers: int | None,
-                min_frequency: int) -> tuple[list[str], str, int, int]:
+                min_frequency: int, chunk_bytes: int | None) -> tuple[list[str], str, int, int]:
     if isinstance(special_tokens, str):
         raise TypeError("special_tokens must be a list of strings, not one string; wrap it: [token]")
     specials = list(special_tokens)
@@ -128,6 +130,9 @@ def _check_args(vocab_size: int, special_tokens: Sequence[str], pattern: str, wo
                          f"{len(specials)} (special tokens) = {minimum}")
     if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 0:
         raise ValueError(f"min_frequency must be an int >= 0, got {min_frequency!r}")
+    if chunk_bytes is not None and (isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int)
+                                    or chunk_bytes < 1):
+        raise ValueError(f"chunk_bytes must be a positive int or None, got {chunk_bytes!r}")
     if workers is None:
         workers = default_workers()
     elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:

@@ -138,3 +138,48 @@ def test_attention_dropout_is_applied(att):
             mod.p = 0.0
     ids = torch.randint(0, V, (2, T))
     assert not torch.allclose(m(ids), m.eval()(ids))
+
+
+def _reference_block(block, x, norm):
+    """One block re-implemented from its raw weights with plain functional ops (no module forward calls)."""
+    def ln(mod, h):
+        return F.layer_norm(h, (h.shape[-1],), mod.weight, mod.bias, 1e-5)
+
+    def attn(h):
+        B, T, C = h.shape
+        q, k, v = F.linear(h, block.attn.c_attn.weight, block.attn.c_attn.bias).split(C, -1)
+        q, k, v = (t.view(B, T, 2, C // 2).transpose(1, 2) for t in (q, k, v))
+        s = q @ k.transpose(-1, -2) / (C // 2) ** 0.5 + torch.full((T, T), float("-inf")).triu(1)
+        z = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        return F.linear(z, block.attn.c_proj.weight, block.attn.c_proj.bias)
+
+    def mlp(h):
+        hid = F.gelu(F.linear(h, block.mlp.c_fc.weight, block.mlp.c_fc.bias), approximate="tanh")
+        return F.linear(hid, block.mlp.c_proj.weight, block.mlp.c_proj.bias)
+
+    if norm == "pre":
+        x = x + attn(ln(block.ln_1, x))
+        return x + mlp(ln(block.ln_2, x))
+    if norm == "post":
+        x = ln(block.ln_1, x + attn(x))
+        return ln(block.ln_2, x + mlp(x))
+    x = x + ln(block.ln_1_out, attn(ln(block.ln_1, x)))
+    return x + ln(block.ln_2_out, mlp(ln(block.ln_2, x)))
+
+
+@pytest.mark.parametrize("norm", NORM_PLACEMENTS)
+@torch.no_grad()
+def test_block_topology_matches_functional_reference(norm):
+    torch.manual_seed(0)
+    model = build_model(make_cfg("none", norm, "layernorm", "gelu", "sdpa")).eval()
+    for p in model.parameters():  # move norms off their identity init so that every norm matters
+        p.add_(0.1 * torch.randn_like(p))
+    ids = torch.randint(0, V, (2, T))
+    logits, acts = model.run_with_cache(ids)
+    for i, block in enumerate(model.blocks):
+        torch.testing.assert_close(acts[f"resid_post.{i}"], _reference_block(block, acts[f"resid_pre.{i}"], norm))
+    if norm == "post":  # no final norm: the last block's output goes straight to the head
+        torch.testing.assert_close(acts["final"], acts["resid_post.1"])
+    else:
+        torch.testing.assert_close(acts["final"], F.layer_norm(acts["resid_post.1"], (16,), model.ln_f.weight,
+                                                               model.ln_f.bias, 1e-5))

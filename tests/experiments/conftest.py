@@ -43,13 +43,6 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("archlab_cache")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _quiet_env():
-    os.environ["WANDB_MODE"] = "disabled"
-    os.environ.setdefault("ARCHLAB_PEAK_FLOPS", "1e12")  # skip the CPU matmul benchmark behind MFU
-    yield
-
-
 def compose_cfg(overrides: list[str]):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -57,8 +50,10 @@ def compose_cfg(overrides: list[str]):
 
 
 @pytest.fixture
-def make_cfg(cache_dir, tmp_path):
+def make_cfg(cache_dir, tmp_path, monkeypatch):
     """make_cfg(*overrides, run_dir=None) -> DictConfig with TINY + overrides; run_dir defaults to tmp_path/run."""
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")  # tests/conftest.py sets it too; never let a test reach wandb
 
     def make(*overrides: str, run_dir: Path | None = None):
         run_dir = run_dir or tmp_path / "run"

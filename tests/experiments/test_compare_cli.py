@@ -176,3 +176,12 @@ def test_wandb_run_conversion_matches_local_format() -> None:
     assert [m["step"] for m in r.metrics] == [0, 10] and r.source == "wandb:me/archlab/abc123"
     fake.summary = SimpleNamespace(_json_dict={})
     assert run_from_wandb(fake, []).status == "completed"  # from the wandb run state
+
+
+def test_rebuild_removes_stale_figures_and_mixed_shape_groups_skip_aspect(sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "same_out"
+    assert main([str(sweep), "--out", str(out)]) == 0
+    assert (out / "aspect_ratio.png").is_file()
+    assert main([str(sweep), "--by", "seed", "--out", str(out), "--metric", "val/bpb"]) == 0  # every group mixes shapes
+    assert not (out / "aspect_ratio.png").exists() and not (out / "final_val_loss.png").exists()
+    assert "depth vs width (aspect ratio): skipped" in (out / "report.md").read_text()

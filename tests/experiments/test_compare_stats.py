@@ -92,3 +92,12 @@ def test_extrap_reads_summary_and_keeps_na(groups) -> None:
     learned = run_extrap(groups[0].runs[0])
     assert learned[("nonoverlap", 2.0)] is None and learned[("sliding", 1.0)] is not None
     assert len(learned) == 8
+
+
+def test_count_label_for_running_and_failed(tmp_path: Path) -> None:
+    from experiments.runs import Group, load_run
+    from tests.experiments.synthetic_runs import GROUPS, make_config, write_run
+
+    live = load_run(write_run(tmp_path / "a", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0, "train/loss": 6.0}], None))
+    dead = load_run(write_run(tmp_path / "b", make_config(GROUPS[0], 1), [], {"status": "failed"}))
+    assert count_label(Group(values=(), runs=[live, dead])) == "1 running (+1 failed)"

@@ -8,7 +8,6 @@ import math
 import subprocess
 
 import pytest
-import torch
 
 from experiments.train import train
 

@@ -63,3 +63,17 @@ def test_rendered_dom_has_tables_images_and_sort_script(report: Path, tmp_path: 
     assert runs.group(0).count("<tr") == 1 + 15
     assert runs.group(0).count("st-diverged") == 1
     assert "2 (+1 diverged)" in groups.group(0)
+
+
+def _first_group(dom: str) -> str:
+    table = re.search(r'id="groups-table">.*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
+    return re.findall(r'</span>([^<]+)</td>', table)[0]
+
+
+def test_clicking_a_header_sorts_the_table(report: Path, tmp_path: Path) -> None:
+    # the page's own JS clicks the header named in the URL hash (column 2 = final val/loss)
+    dom_asc = _chromium(["--dump-dom", report.as_uri() + "#sort=groups-table:2"], tmp_path / "p1").stdout
+    dom_desc = _chromium(["--dump-dom", report.as_uri() + "#sort=groups-table:2:desc"], tmp_path / "p2").stdout
+    assert 'aria-sort="ascending"' in dom_asc and 'aria-sort="descending"' in dom_desc
+    assert _first_group(dom_asc) == "pos=rope norm=pre d_model=128 n_layers=4"  # lowest loss (synthetic floor 3.10)
+    assert _first_group(dom_desc) == "pos=learned norm=pre d_model=128 n_layers=4"  # highest (floor 3.30)

@@ -9,11 +9,14 @@ import signal
 import subprocess
 import time
 
+import pytest
+
+from experiments.errors import ConfigError
 from experiments.train import train
 
 from .conftest import PYTHON, REPO, TINY
 
-STEPS, CKPT = 300, 40
+STEPS, CKPT = 200, 30
 RUN = [*TINY, f"train.steps={STEPS}", f"train.ckpt_interval={CKPT}", "train.eval_interval=100", "optim.lr=3e-3"]
 
 
@@ -52,7 +55,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(make_cfg, cli_env, cache_
 
     resumed = subprocess.run([*cmd, "train.resume=true"], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resumed from" in resumed.stderr
+    assert "resumed from" in resumed.stdout + resumed.stderr
 
     got, want = comparable(run_dir), comparable(reference)
     steps = [r[0] for r in got if len(r) == 6]
@@ -72,3 +75,9 @@ def test_resume_of_a_finished_run_changes_nothing(make_cfg, tmp_path):
     before = comparable(tmp_path / "run")
     summary = train(make_cfg("train.resume=true"))
     assert summary["steps"] == 3 and comparable(tmp_path / "run") == before
+
+
+def test_resume_with_a_different_model_is_a_config_error(make_cfg):
+    train(make_cfg())
+    with pytest.raises(ConfigError, match="holds a different model"):
+        train(make_cfg("train.resume=true", "model.n_layers=3"))

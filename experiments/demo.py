@@ -1,0 +1,157 @@
+"""`make demo`: train a BPE tokenizer on the embedded corpus, run a small position-encoding sweep, build its report.
+
+    python -m experiments.demo                    # 4 position encodings x ~300k tokens, tiny model, CPU: minutes
+    python -m experiments.demo --quick            # 2 encodings x 50k tokens: about a minute
+    python -m experiments.demo --out runs/demo --pos learned,rope,alibi --jobs 2
+
+Everything runs offline on the embedded corpus (tokenizer.corpus). The runs are the same as
+`python -m experiments.train -m experiment=demo` (conf/experiment/demo.yaml) and land in
+`multirun/demo/<time>/<i>_model.pos=<kind>/`, so `python -m experiments.compare <that dir>` works on them too.
+Runs go `--jobs` at a time (default: 2 on a machine with >= 2 cores), each with cpu_count / jobs torch threads.
+The tokenizer comes from the shared cache (ARCHLAB_CACHE or ~/.cache/archlab), so a second demo skips training it.
+Not handled: GPUs in parallel jobs (each job takes the default device), wandb (pass --wandb for offline logging).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+POS_DEFAULT = "learned,sinusoidal,alibi,rope"
+QUICK = {"pos": "learned,rope", "tokens": 50_000, "extra": ["train.eval_interval=20", "train.eval_batches=5",
+                                                            "train.extrap_max_tokens=4096"]}
+
+
+def compose(overrides: list[str]):
+    """conf/train.yaml composed with `overrides` (Hydra compose API, no output dir, no cwd change)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose(config_name="train", overrides=overrides)
+
+
+def _run_one(overrides: list[str]) -> dict[str, Any]:
+    """One sweep point in a worker process (top level so the spawn pool can pickle it)."""
+    from experiments.train import train
+
+    return train(compose(overrides))
+
+
+def tokenizer_stats(cache_dir: str, vocab_size: int) -> dict[str, Any]:
+    """Train (or fetch from the cache) the demo's tokenizer on the embedded corpus and measure it."""
+    from experiments.config_check import to_plain
+    from experiments.data import load_corpus
+    from experiments.tokenize_cache import get_token_data, get_tokenizer
+
+    c = to_plain(compose(["experiment=demo", f"data.cache_dir={cache_dir}", f"tokenizer.vocab_size={vocab_size}"]))
+    t0 = time.perf_counter()
+    corpus = load_corpus(c["data"])
+    tok, info = get_tokenizer(corpus, c["tokenizer"], cache_dir, progress=True)
+    data = get_token_data(corpus, tok, cache_dir)
+    ids = range(256, tok.vocab_size)
+    longest = sorted((tok.decode_bytes([i]) for i in ids if i not in tok.special_tokens.values()), key=len, reverse=True)
+    return {"vocab_size": tok.vocab_size, "merges": len(tok.merges), "cached": info["cached"],
+            "train_seconds": info["train_seconds"], "seconds": time.perf_counter() - t0, "path": info["path"],
+            "corpus": corpus.name, "train_bytes": data.meta["train_bytes"], "train_tokens": data.meta["train_tokens"],
+            "val_bytes_per_token": data.bytes_per_token, "longest": longest[:10]}
+
+
+def print_tokenizer_stats(s: dict[str, Any]) -> None:
+    how = f"cached, trained earlier in {s['train_seconds']:.1f}s" if s["cached"] else f"trained in {s['train_seconds']:.1f}s"
+    print(f"tokenizer: byte-level BPE on the embedded corpus ({s['corpus']}, {s['train_bytes'] / 1e6:.2f} MB of training text)")
+    print(f"  vocab size      {s['vocab_size']} (256 bytes + {s['merges']} merges + special tokens)  [{how}]")
+    print(f"  bytes/token     {s['train_bytes'] / s['train_tokens']:.2f} on the training split, "
+          f"{s['val_bytes_per_token']:.2f} on validation")
+    print("  longest tokens  " + ", ".join(repr(b.decode("utf-8", errors="replace")) for b in s["longest"]))
+    print(f"  saved at        {s['path']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=None, help="sweep directory (default multirun/demo/<time>)")
+    p.add_argument("--quick", action="store_true", help=f"{QUICK['pos']} only, {QUICK['tokens']:,} tokens each")
+    p.add_argument("--pos", default=None, help=f"comma-separated position encodings (default {POS_DEFAULT})")
+    p.add_argument("--tokens", type=int, default=None, help="training tokens per run (default: conf/experiment/demo.yaml)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs in parallel")
+    p.add_argument("--vocab-size", type=int, default=1024)
+    p.add_argument("--cache-dir", default=os.environ.get("ARCHLAB_CACHE", "~/.cache/archlab"))
+    p.add_argument("--wandb", action="store_true", help="log to wandb in offline mode (default: local files only)")
+    p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run, e.g. model.norm=post")
+    args = p.parse_args(argv)
+
+    from experiments.config_check import validate
+    from experiments.errors import ConfigError
+
+    pos = (args.pos or (QUICK["pos"] if args.quick else POS_DEFAULT)).split(",")
+    out = args.out or Path("multirun") / "demo" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    jobs = max(1, min(args.jobs, len(pos)))
+    threads = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) // jobs)
+    common = ["experiment=demo", f"seed={args.seed}", f"data.cache_dir='{args.cache_dir}'",
+              f"tokenizer.vocab_size={args.vocab_size}", "logger=wandb" if args.wandb else "logger=disabled",
+              "train.progress=false", f"train.num_threads={threads}"]
+    if args.quick:
+        common += [f"train.tokens={QUICK['tokens']}", *QUICK["extra"]]
+    if args.tokens:
+        common.append(f"train.tokens={args.tokens}")
+    common += args.overrides
+    points = [[*common, f"model/pos={kind}", f"train.run_dir='{out / f'{i}_model.pos={kind}'}'"] for i, kind in enumerate(pos)]
+    try:
+        for overrides in points:  # every config error before any work
+            validate(compose(overrides))
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # Hydra's own errors (unknown option / key)
+        print(f"config error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+
+    t0 = time.perf_counter()
+    print_tokenizer_stats(tokenizer_stats(args.cache_dir, args.vocab_size))
+    print(f"\nsweep: {len(pos)} position encodings ({', '.join(pos)}), tiny model, {jobs} at a time -> {out}/", flush=True)
+
+    from tqdm.auto import tqdm
+
+    summaries: dict[str, dict[str, Any]] = {}
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_run_one, overrides): kind for kind, overrides in zip(pos, points)}
+        with tqdm(total=len(futures), unit="run", desc="demo sweep") as bar:
+            for fut in as_completed(futures):
+                kind = futures[fut]
+                try:
+                    s = fut.result()
+                except Exception as e:  # one failed run does not hide the others
+                    s = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+                summaries[kind] = s
+                loss = s.get("final_val_loss")
+                bar.write(f"  {kind:<11} {s['status']:<9} val/loss {loss:.4f}  ({s.get('wall_time_s', 0):.0f}s, "
+                          f"{s.get('tokens', 0):,} tokens)" if isinstance(loss, float) else f"  {kind:<11} {s['status']} {s.get('error', '')}")
+                bar.update(1)
+
+    print(f"\nruns: {out}/  ({time.perf_counter() - t0:.0f}s in all)")
+    run_dirs = [out / f"{i}_model.pos={kind}" for i, kind in enumerate(pos)]
+    try:
+        from experiments.compare import build_report
+
+        report = build_report([str(d) for d in run_dirs if (d / "summary.json").exists()], out / "report", by=["model.pos.kind"])
+        print(f"report: {report}")
+    except Exception as e:  # the runs are still there; say how to build the report by hand
+        print(f"report not built ({type(e).__name__}: {e}); run dirs:")
+        for d in run_dirs:
+            print(f"  {d}")
+    print(f"compare by hand: python -m experiments.compare {out}")
+    return 0 if all(s.get("status") == "completed" for s in summaries.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""AdamW parameter groups (no decay on biases, norms, embeddings) and the warmup + decay schedules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from arch import ModelConfig, PosConfig, build_model
+from experiments.optim import build_optimizer, param_groups
+from experiments.schedule import SCHEDULES, lr_at
+
+
+@pytest.mark.parametrize("norm_type", ["layernorm", "rmsnorm"])
+def test_no_decay_on_biases_norms_and_embeddings(norm_type):
+    cfg = ModelConfig(vocab_size=64, n_ctx=16, d_model=16, n_layers=2, n_heads=2, norm_type=norm_type,
+                      pos=PosConfig(kind="learned"), tie_embeddings=True)
+    model = build_model(cfg)
+    decay, no_decay = param_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    kept = {names[id(p)] for p in no_decay["params"]}
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert decayed and all(n.endswith("weight") and ("attn" in n or "mlp" in n) for n in decayed), decayed
+    assert "wte.weight" in kept and "pos.wpe.weight" in kept
+    assert any("ln_1" in n for n in kept) and any(n.endswith("bias") for n in kept)
+    assert len(decayed) + len(kept) == len(list(model.parameters()))  # every parameter once (tied lm_head too)
+
+
+def test_optimizer_uses_the_config():
+    model = build_model(ModelConfig(vocab_size=64, n_ctx=16, d_model=16, n_layers=1, n_heads=2))
+    opt = build_optimizer(model, {"name": "adamw", "lr": 0.01, "betas": [0.8, 0.9], "eps": 1e-6, "weight_decay": 0.2},
+                          torch.device("cpu"))
+    assert isinstance(opt, torch.optim.AdamW)
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.2, 0.0] and opt.param_groups[0]["betas"] == (0.8, 0.9)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_warmup_then_decay_to_min_ratio(name):
+    kw = dict(name=name, base_lr=1.0, total_steps=100, warmup_steps=10, min_lr_ratio=0.1)
+    lrs = [lr_at(s, **kw) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)  # linear warmup, never 0
+    assert all(a < b for a, b in zip(lrs[:10], lrs[1:10]))
+    if name == "constant":
+        assert lrs[10:] == [1.0] * 90
+    else:
+        assert lrs[-1] == pytest.approx(0.1)
+        assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+        assert min(lrs) == pytest.approx(0.1)
+
+
+def test_no_warmup_starts_near_peak():
+    assert lr_at(0, name="cosine", base_lr=2.0, total_steps=1000, warmup_steps=0, min_lr_ratio=0.0) == pytest.approx(2.0, rel=1e-4)
+
+
+def test_unknown_schedule_lists_the_choices():
+    with pytest.raises(ValueError, match="choose from"):
+        lr_at(0, name="step", base_lr=1.0, total_steps=10)
