@@ -242,6 +242,10 @@ def main() -> None:
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = p.parse_args()
     os.environ.setdefault("WANDB_SILENT", "true")
+    import torch
+
+    print(f"[machine] cpu_count={os.cpu_count()} torch={torch.__version__} device={args.device} "
+          f"load average at start={os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_runner_") as tmp:
         work = Path(tmp)
         os.environ.setdefault("ARCHLAB_CACHE", str(work / "cache"))
@@ -250,6 +254,8 @@ def main() -> None:
             results["overhead"] = bench_overhead(args, work)
         if args.part in ("sweep", "all"):
             results["sweep"] = bench_sweep(args, work)
+    print(f"[machine] load average at end={os.getloadavg()[0]:.1f} (above cpu_count: other processes took CPU)",
+          flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -102,14 +102,14 @@ def learn_merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: in
                 if out:
                     left = out[-1]
                     if done != i:  # else (b, a) was already removed as the previous right pair
-                        _decrement(pair_counts, (left, a), c)
+                        _decrement(pair_counts, where, (left, a), c)
                     _increment(pair_counts, where, created, (left, new), c, wi)
                 if i + 2 < n_w:
                     right = w[i + 2]
-                    _decrement(pair_counts, (b, right), c)
+                    _decrement(pair_counts, where, (b, right), c)
                     if not (right == a and i + 3 < n_w and w[i + 3] == b):  # else the next one adds (new, new)
                         _increment(pair_counts, where, created, (new, right), c, wi)
-                _decrement(pair_counts, (a, b), c)
+                _decrement(pair_counts, where, (a, b), c)
                 out.append(new)
                 i += 2
                 done = i
@@ -122,17 +122,22 @@ def learn_merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: in
             n = pair_counts.get(pair, 0)
             if n:
                 heappush(heap, (-n, inv[pair[0]], inv[pair[1]], pair[0], pair[1]))
+        if len(heap) > 2 * len(pair_counts) + 10_000:  # mostly stale entries: rebuild, to bound memory
+            heap = [(-n, inv[a], inv[b], a, b) for (a, b), n in pair_counts.items()]
+            heapq.heapify(heap)
         if on_merge is not None:
             on_merge(len(merges))
     return merges
 
 
-def _decrement(pair_counts: dict[tuple[int, int], int], pair: tuple[int, int], c: int) -> None:
+def _decrement(pair_counts: dict[tuple[int, int], int], where: dict[tuple[int, int], list[int]],
+               pair: tuple[int, int], c: int) -> None:
     left = pair_counts[pair] - c
     if left:
         pair_counts[pair] = left
-    else:
+    else:  # the pair is gone from every word: drop its index too (its heap entries go stale)
         del pair_counts[pair]
+        where.pop(pair, None)
 
 
 def _increment(pair_counts: dict[tuple[int, int], int], where: dict[tuple[int, int], list[int]],

@@ -81,3 +81,17 @@ def test_model_shape_is_solved_for_the_budget(make_cfg, tmp_path):
     config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert config["model"]["n_layers"] == 1
     assert abs(summary["non_embedding_params"] - 20000) / 20000 < 0.15
+
+
+@pytest.mark.slow
+def test_torch_compile_path(make_cfg):
+    summary = train(make_cfg("train.compile=true"))
+    assert summary["status"] == "completed" and math.isfinite(summary["final_val_loss"])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_cuda_bf16_run(make_cfg):
+    summary = train(make_cfg("train.device=cuda", "train.dtype=auto"))
+    assert summary["status"] == "completed" and summary["device"].startswith("cuda")
+    assert math.isfinite(summary["final_val_loss"])
