@@ -147,16 +147,19 @@ def _with_width(base: dict[str, Any], n_layers: int, d_model: int, n_heads: int 
     return ModelConfig(**kw)
 
 
-def _granularity(n_heads: int | None, d_head: int | None) -> int:
-    # d_model moves in steps of the head size (H = d_model / D stays whole), or of n_heads when H is fixed
+def _granularity(n_heads: int | None, d_head: int | None, base: dict[str, Any]) -> int:
+    # d_model moves in steps of the head size (H = d_model / D stays whole), or of n_heads when H is fixed;
+    # rope needs an even d_head, so then d_model moves in steps of 2·n_heads
     if n_heads is not None and d_head is None:
-        return n_heads
+        pos = base.get("pos")
+        kind = pos.get("kind", "learned") if isinstance(pos, dict) else getattr(pos, "kind", "learned")
+        return 2 * n_heads if kind == "rope" else n_heads
     return d_head
 
 
 def _solve_width(target: int, n_layers: int, base: dict[str, Any], n_heads: int | None, d_head: int | None) -> ModelConfig:
     """The config at this depth whose non-embedding count is closest to `target` (d_model a multiple of g)."""
-    g = _granularity(n_heads, d_head)
+    g = _granularity(n_heads, d_head, base)
 
     def count(m: int) -> int:  # non-embedding params at d_model = m·g; strictly increasing in m
         return count_params(_with_width(base, n_layers, m * g, n_heads, d_head), non_embedding=True)
@@ -191,7 +194,8 @@ def shape_for(
     that depth, so the budget is met as tightly as with a fixed depth and the ratio is approximate).
 
     d_model is a multiple of the head size `d_head` (default 64; n_heads = d_model // d_head), or, when
-    `n_heads` is given without `d_head`, a multiple of n_heads (d_head = d_model // n_heads). Of the two
+    `n_heads` is given without `d_head`, a multiple of n_heads (d_head = d_model // n_heads; of 2·n_heads
+    with rope, which needs an even d_head). Of the two
     multiples bracketing the budget, the one with the smaller |count - n_params| is returned (ties: narrower).
     Everything else (vocab_size, n_ctx, activation, pos, norm, ...) comes from `cfg_kwargs`; d_mlp stays derived
     unless given. Use `shape_report` for the real count and the deviation.

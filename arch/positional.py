@@ -8,7 +8,7 @@ An encoding acts in (at most) one of three places, so the model never asks "whic
 hook works on absolute positions. The causal mask is NOT part of `attn_bias`: the model folds it in.
 Everything except `learned` runs at any length: tables are cached as non-persistent buffers and regrown
 (at least doubling) when a longer sequence arrives. Not handled: bidirectional (encoder) relative buckets,
-scaled / NTK rope variants, the sqrt(d_model) embedding scale of Vaswani et al.
+scaled / NTK rope variants. Sinusoidal is added as table / sqrt(d_model), Vaswani's token : position ratio (see below).
 """
 
 from __future__ import annotations
@@ -75,11 +75,18 @@ def sinusoidal_table(n_pos: int, d_model: int) -> Tensor:
 
 class SinusoidalPositional(Positional):
     """Fixed sinusoids added to the embeddings (no parameters), computed for any length.
-    https://arxiv.org/abs/1706.03762 (Vaswani et al. 2017, section 3.5)"""
+    https://arxiv.org/abs/1706.03762 (Vaswani et al. 2017, section 3.5)
+
+    The table is the paper's closed form (amplitude 1). Vaswani et al. multiply the token embeddings by
+    sqrt(d_model) before adding it; with GPT-2's N(0, 0.02) token init we keep the residual stream at GPT-2's
+    scale and divide the table by sqrt(d_model) instead — the same token : position ratio as the paper
+    (x-transformers does the same). Unscaled, the sinusoids drown the 0.02-scale token embeddings.
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.d_model = cfg.d_model
+        self.scale = cfg.d_model**-0.5
         self.register_buffer("table", sinusoidal_table(cfg.n_ctx, cfg.d_model).float(), persistent=False)
 
     def embed(self, x: Tensor, start: int) -> Tensor:
@@ -87,7 +94,7 @@ class SinusoidalPositional(Positional):
         if end > self.table.shape[0]:
             n = max(end, 2 * self.table.shape[0])
             self.table = sinusoidal_table(n, self.d_model).to(self.table)
-        return x + self.table[start:end]  # (B, T, C) + (T, C)
+        return x + self.scale * self.table[start:end]  # (B, T, C) + (T, C)
 
 
 def relative_bucket(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:

@@ -12,7 +12,9 @@
    (a) process CPU time per step, the difference between a long and a short train() run over the step
    difference (setup, final eval and checkpoint cancel) -- the headline on CPU, since it does not count time
    other processes take on a shared machine -- and (b) wall time per step, the median interval of consecutive
-   `time` values in metrics.jsonl -- the headline with --device cuda. Target: <= 5%.
+   `time` values in metrics.jsonl -- the headline with --device cuda. Target: <= 5%. On CPU it also prints
+   a breakdown: CPU ms/step of each piece of the loop (data, model, clip, layer grad norms, log), timed one
+   by one, which is steadier than the difference of two noisy totals.
 2. Sweep. The same 4-point sweep (model/pos=learned,sinusoidal,alibi,rope) as
    `python -m experiments.train -m ...`, once with Hydra's basic launcher (sequential, in one process) and
    once with `hydra/launcher=joblib hydra.launcher.n_jobs=2`; wall time of each command, speedup = seq / par.
@@ -133,6 +135,60 @@ def bare_steps(run_dir: Path, steps: int, warmup: int, device: str) -> tuple[flo
     return (time.process_time() - c0) / steps, statistics.median(walls)
 
 
+def breakdown(run_dir: Path, steps: int, warmup: int, device: str) -> dict[str, float]:
+    """Process CPU ms per step of each piece of train()'s loop, timed one by one on the run's model and data.
+
+    Pieces: data (WindowSampler.next + .to(device)), model (forward + backward + optimizer step), clip
+    (clip_grad_norm_), layer_norms (grad_norm/layer_{i}), log (Tracker.log of a train line to metrics.jsonl).
+    """
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+
+    from arch import ModelConfig, build_model
+    from experiments.data import WindowSampler
+    from experiments.optim import build_optimizer
+    from experiments.tracking import Tracker
+    from experiments.train import layer_grad_norms
+
+    saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    model_cfg = {k: v for k, v in saved["model"].items() if k != "shape"}
+    B, T = int(saved["train"]["batch_size"]), int(saved["train"]["n_ctx"])
+    dev = torch.device(device)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig.from_dict(model_cfg)).to(dev)
+    opt = build_optimizer(model, saved["optim"], dev)
+    tokens = np.random.default_rng(0).integers(0, model_cfg["vocab_size"], 1_000_000).astype(np.uint16)
+    sampler = WindowSampler(tokens, T, B, torch.Generator().manual_seed(0))
+    tracker = Tracker(run_dir.parent / "breakdown", saved, logger="disabled")
+    parts = dict.fromkeys(["data", "model", "clip", "layer_norms", "log"], 0.0)
+    clock = time.process_time
+    for i in range(warmup + steps):
+        t0 = clock()
+        x, y = sampler.next()
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        t1 = clock()
+        loss = model.loss(x, y)
+        loss.backward()
+        train_loss = loss.item()
+        t2 = clock()
+        norms = layer_grad_norms(model.blocks)
+        t3 = clock()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        t4 = clock()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        t5 = clock()
+        tracker.log({"tokens": i * B * T, "flops": 1.0 * i, "time": t5, "train/loss": train_loss, "lr": 1e-3,
+                     "grad_norm": grad_norm, **norms, "tokens_per_s": 1.0, "mfu": 0.1}, step=i)
+        t6 = clock()
+        if i >= warmup:
+            for key, dt in zip(parts, (t1 - t0, (t2 - t1) + (t5 - t4), t4 - t3, t3 - t2, t6 - t5)):
+                parts[key] += dt
+    tracker.finish("completed")
+    return {k: 1e3 * v / steps for k, v in parts.items()}
+
+
 def bench_overhead(args: argparse.Namespace, work: Path) -> dict:
     """Per-step cost of train() over the bare step, two ways:
 
@@ -172,6 +228,12 @@ def bench_overhead(args: argparse.Namespace, work: Path) -> dict:
                   flush=True)
         med = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
         results[logger] = med
+        if logger == args.loggers[0] and args.device == "cpu":
+            torch.set_num_threads(threads or torch.get_num_threads())
+            parts = breakdown(long_dir, args.steps - args.warmup, args.warmup, args.device)
+            results["breakdown_cpu_ms"] = parts
+            print("[overhead] breakdown, CPU ms/step: " + ", ".join(
+                f"{k} {v:.2f} ({100 * v / parts['model']:.1f}% of model)" for k, v in parts.items()), flush=True)
         key = "overhead_cpu" if args.device == "cpu" else "overhead_wall"
         print(f"[overhead] logger={logger:8s} median of {len(reps)}: CPU/step {med['train_cpu_ms']:.2f} vs "
               f"{med['bare_cpu_ms']:.2f} ms, wall/step {med['train_wall_ms']:.2f} vs {med['bare_wall_ms']:.2f} ms; "

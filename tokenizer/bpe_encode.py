@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from itertools import islice, repeat
+from operator import lshift, or_
 
 # Pieces with more ids than this go to the heap merge; below it the plain loop is faster.
 HEAP_THRESHOLD = 256
@@ -93,6 +94,58 @@ def _merge_heap(ids: list[int], pair_rank: dict[tuple[int, int], int], rank_id: 
             if r2 is not None:
                 heapq.heappush(heap, (r2, p))
     return [tok[i] for i in range(n) if alive[i]]
+
+
+def piece_encoder(
+    pair_rank: dict[tuple[int, int], int], rank_id: list[int], byte_ids: list[int]
+) -> Callable[[str], tuple[int, ...]]:
+    """pre-token text -> tuple of ids (UTF-8 bytes -> byte ids -> `merge_ids`), as one fast closure.
+
+    Same result as `tuple(merge_ids([byte_ids[b] for b in text.encode()], pair_rank, rank_id))`, faster for
+    short pieces: a pair is one int key (left << shift | right) in a dict whose value packs the merge's rank and
+    the merged id (rank << shift | id), so the loop builds no tuples and the smallest value is the lowest rank.
+    Lone surrogates (not valid text) are encoded as U+FFFD, as tiktoken does.
+    """
+    shift = max(max(rank_id, default=0), max(byte_ids)).bit_length()
+    mask = (1 << shift) - 1
+    packed = {(a << shift) | b: (r << shift) | rank_id[r] for (a, b), r in pair_rank.items()}
+    none = len(rank_id) << shift | mask  # above every packed value
+    identity = byte_ids == list(range(256))
+
+    def encode(piece: str) -> tuple[int, ...]:
+        try:
+            data = piece.encode("utf-8")
+        except UnicodeEncodeError:
+            data = _fix_surrogates(piece).encode("utf-8")
+        n = len(data)
+        ids = list(data) if identity else [byte_ids[b] for b in data]
+        if n < 2:
+            return tuple(ids)
+        if n > HEAP_THRESHOLD:
+            return tuple(_merge_heap(ids, pair_rank, rank_id))
+        get = packed.get
+        ranks = list(map(get, map(or_, map(lshift, ids, repeat(shift, n - 1)), islice(ids, 1, None)), repeat(none)))
+        while True:
+            v = min(ranks)
+            if v == none:
+                return tuple(ids)
+            i = ranks.index(v)  # leftmost pair with the lowest rank
+            ids[i] = new = v & mask
+            del ids[i + 1]
+            del ranks[i]
+            if i < len(ranks):
+                ranks[i] = get((new << shift) | ids[i + 1], none)
+            elif not ranks:
+                return (new,)
+            if i:
+                ranks[i - 1] = get((ids[i - 1] << shift) | new, none)
+
+    return encode
+
+
+def _fix_surrogates(text: str) -> str:
+    """Join valid surrogate pairs, replace lone surrogates by U+FFFD (tiktoken's rule)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class PretokenCache(dict):

@@ -23,7 +23,7 @@ Not handled here: pre-tokenization and special tokens (the caller removes specia
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 _INVERT = {x: chr(256 - x) for x in range(256)}
 _END = chr(257)  # sorts above every inverted byte, so a prefix sorts after its extensions
@@ -38,17 +38,21 @@ def _inverted(b: bytes) -> str:
     return "".join(_INVERT[x] for x in b) + _END
 
 
-def learn_merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: int = 1,
-                 on_merge: Callable[[int], None] | None = None) -> list[tuple[bytes, bytes]]:
+def learn_merges(word_counts: Mapping[bytes, int] | Iterable[tuple[bytes, int]], n_merges: int,
+                 min_frequency: int = 1, on_merge: Callable[[int], None] | None = None) -> list[tuple[bytes, bytes]]:
     """Up to `n_merges` merges, in order; fewer if no pair with count >= max(min_frequency, 1) is left.
+    `word_counts`: {distinct pre-token: count}, or its items (e.g. a generator that drains a big dict).
 
     >>> learn_merges({b"aaabdaaabac": 1}, 3)
     [(b'a', b'a'), (b'aa', b'a'), (b'aaa', b'b')]
     """
     token_bytes: list[bytes] = [bytes([i]) for i in range(256)]  # id -> bytes
     inv: list[str] = [_inverted(b) for b in token_bytes]  # id -> heap tie-break key
-    words: list[list[int]] = [list(w) for w in word_counts]  # distinct pre-tokens as token ids
-    counts: list[int] = list(word_counts.values())
+    words: list[list[int]] = []  # distinct pre-tokens as token ids
+    counts: list[int] = []  # words[i] occurs counts[i] times
+    for w, c in word_counts.items() if isinstance(word_counts, Mapping) else word_counts:
+        words.append(list(w))
+        counts.append(c)
 
     pair_counts: dict[tuple[int, int], int] = {}
     where: dict[tuple[int, int], list[int]] = {}
@@ -109,7 +113,6 @@ def learn_merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: in
                     _decrement(pair_counts, where, (b, right), c)
                     if not (right == a and i + 3 < n_w and w[i + 3] == b):  # else the next one adds (new, new)
                         _increment(pair_counts, where, created, (new, right), c, wi)
-                _decrement(pair_counts, where, (a, b), c)
                 out.append(new)
                 i += 2
                 done = i
@@ -118,11 +121,12 @@ def learn_merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: in
                 words[wi] = out
             # done == 0: a stale index entry, the word no longer contains (a, b)
 
+        pair_counts.pop((a, b), None)  # every occurrence is merged now (the count is not kept up to date above)
         for pair in created:
             n = pair_counts.get(pair, 0)
             if n:
                 heappush(heap, (-n, inv[pair[0]], inv[pair[1]], pair[0], pair[1]))
-        if len(heap) > 2 * len(pair_counts) + 10_000:  # mostly stale entries: rebuild, to bound memory
+        if len(heap) > 2 * len(pair_counts) + 1000:  # mostly stale entries: rebuild, to bound memory
             heap = [(-n, inv[a], inv[b], a, b) for (a, b), n in pair_counts.items()]
             heapq.heapify(heap)
         if on_merge is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from tokenizer.merge import learn_merges
@@ -145,13 +145,19 @@ def _merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: int, sp
     if not word_counts:
         raise ValueError(f"corpus is empty: no text outside special tokens in {where}")
     with _bar(show, total=n_merges, unit="merge", desc="merge") as bar:
-        merges = learn_merges(word_counts, n_merges, min_frequency, on_merge=lambda _: bar.update(1))
+        merges = learn_merges(_drain(word_counts), n_merges, min_frequency, on_merge=lambda _: bar.update(1))
     if len(merges) < n_merges:
         reached = 256 + len(merges) + len(specials)
         why = "no pairs are left" if min_frequency <= 1 else f"no pair occurs at least {min_frequency} times"
         warnings.warn(f"stopped at vocab size {reached} of the requested {vocab_size}: {why} in {where}",
                       stacklevel=3)
     return merges
+
+
+def _drain(d: dict[bytes, int]) -> Iterator[tuple[bytes, int]]:
+    """Items of `d`, removed as they are yielded: the merge loop copies words, so the dict need not stay."""
+    while d:
+        yield d.popitem()
 
 
 def _tokenizer(merges: list[tuple[bytes, bytes]], specials: list[str], pattern: str) -> Tokenizer:

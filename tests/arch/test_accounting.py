@@ -235,6 +235,17 @@ def test_shape_for_depth_sweep_is_iso_parameter():
     assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)
 
 
+def test_shape_for_rope_with_fixed_heads_keeps_d_head_even():
+    # with n_heads=4 the granularity is 4, but rope needs an even d_head: steps of 8 instead
+    for L in (2, 3, 5, 16):
+        kw = dict(SOLVER_KW, pos=PosConfig(kind="rope"))
+        cfg = shape_for(2e6, n_layers=L, n_heads=4, **kw)
+        assert cfg.d_head % 2 == 0 and cfg.d_model % 8 == 0
+        errors = {d: abs(_count_at(d, L, 4, None, **kw) - 2e6) for d in range(8, 4 * cfg.d_model, 8)}
+        assert errors[cfg.d_model] == min(errors.values())
+    assert shape_for(2e6, n_layers=16, n_heads=4, **SOLVER_KW).d_head % 2 == 1  # learned: any d_head
+
+
 def test_shape_report():
     cfg = shape_for(1e6, n_layers=4, n_heads=4, vocab_size=512, n_ctx=128)
     rep = shape_report(cfg, 1e6)

@@ -225,18 +225,27 @@ def seq_logprob(model: nn.Module, prompt: list[int], cont: list[int], eos_id: in
     return total
 
 
+@torch.no_grad()
 def exhaustive_best(model, prompt: list[int], n: int, V: int, eos_id: int | None = None) -> list[int]:
-    best, best_score = None, NEG_INF
+    """Score every continuation of length n (eos-padded after the first eos) in one batched forward."""
+    conts = []
     for cont in itertools.product(range(V), repeat=n):
-        cont = list(cont)
-        if eos_id is not None and eos_id in cont:  # canonical form: eos-padded after the first eos
+        if eos_id is not None and eos_id in cont:  # canonical form: only eos after the first eos
             i = cont.index(eos_id)
             if any(t != eos_id for t in cont[i:]):
                 continue
-        s = seq_logprob(model, prompt, cont, eos_id)
-        if s > best_score:
-            best, best_score = cont, s
-    return prompt + best
+        conts.append(list(cont))
+    seqs = torch.tensor([prompt + c for c in conts])  # (N, T + n)
+    logp = torch.log_softmax(model(seqs).double(), -1)  # (N, T + n, V)
+    scores = []
+    for r, cont in enumerate(conts):
+        total = 0.0
+        for j, tok in enumerate(cont):
+            total += float(logp[r, len(prompt) - 1 + j, tok])
+            if tok == eos_id:
+                break
+        scores.append(total)
+    return prompt + conts[max(range(len(conts)), key=scores.__getitem__)]
 
 
 @torch.no_grad()

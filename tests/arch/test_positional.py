@@ -20,14 +20,14 @@ def cfg_for(kind: str, **kw) -> ModelConfig:
 def test_sinusoidal_matches_vaswani_closed_form_past_n_ctx(d_model):
     model = build_model(cfg_for("sinusoidal", d_model=d_model, n_heads=1))
     x = torch.zeros(1, 20, d_model)  # 20 > n_ctx = 8: the table grows
-    got = model.pos.embed(x, 0)[0]
+    got = model.pos.embed(x, 0)[0] * math.sqrt(d_model)  # added at Vaswani's token:position ratio (1/sqrt(d))
     for p in range(20):
         for j in range(d_model):
             angle = p / 10000 ** ((j - j % 2) / d_model)
             want = math.sin(angle) if j % 2 == 0 else math.cos(angle)
             assert abs(got[p, j].item() - want) < 1e-6, (p, j)
     # with a start offset (KV cache), rows are those of the absolute positions
-    torch.testing.assert_close(model.pos.embed(torch.zeros(1, 3, d_model), 17)[0], got[17:20])
+    torch.testing.assert_close(model.pos.embed(torch.zeros(1, 3, d_model), 17)[0] * math.sqrt(d_model), got[17:20])
 
 
 # Derived by hand from T5's formula (unidirectional, num_buckets=32 -> max_exact=16, max_distance=128):
