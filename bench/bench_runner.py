@@ -1,6 +1,6 @@
 """Runner benchmarks (issue 4): what the training loop adds on top of the model step, and sweep parallelism.
 
-    python bench/bench_runner.py                  # both parts, CPU, ~5 min on the 2-core machine
+    python bench/bench_runner.py                  # both parts, CPU; ~10 min on an idle 2-core machine
     python bench/bench_runner.py --part overhead  # or --part sweep; --device cuda for the GPU numbers
 
 1. Overhead. `experiments.train.train(cfg)` on a tiny config (composed with Hydra's compose API; log every
@@ -235,7 +235,7 @@ def bench_overhead(args: argparse.Namespace, work: Path) -> dict:
             print("[overhead] breakdown, CPU ms/step: " + ", ".join(
                 f"{k} {v:.2f} ({100 * v / parts['model']:.1f}% of model)" for k, v in parts.items()), flush=True)
         key = "overhead_cpu" if args.device == "cpu" else "overhead_wall"
-        print(f"[overhead] logger={logger:8s} median of {len(reps)}: CPU/step {med['train_cpu_ms']:.2f} vs "
+        print(f"[overhead] logger={logger:8s} medians of {len(reps)} (per column): CPU/step {med['train_cpu_ms']:.2f} vs "
               f"{med['bare_cpu_ms']:.2f} ms, wall/step {med['train_wall_ms']:.2f} vs {med['bare_wall_ms']:.2f} ms; "
               f"overhead {100 * med[key]:+.1f}% ({'CPU time' if args.device == 'cpu' else 'wall time'}; "
               f"target <= 5%; threads={threads})", flush=True)
@@ -269,6 +269,11 @@ def bench_sweep(args: argparse.Namespace, work: Path) -> dict:
                     "train.tokens=null", "train.progress=false", "train.extrap=never", "train.eval_batches=1",
                     f"train.device={args.device}", f"train.run_dir={work / 'warm'}"], cwd=REPO, env=env, check=True,
                    capture_output=True)
+    # fixed cost of each launcher: the same sweep with 1 step per job (process start, imports, per-job setup)
+    fixed_seq = run_sweep(work / "fixed_seq", 1, args.device, ["train.num_threads=1"], env)
+    fixed_par = run_sweep(work / "fixed_par", 1, args.device, ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], env)
+    print(f"[sweep] fixed cost (4 jobs x 1 step): sequential {fixed_seq:.1f} s, joblib n_jobs=2 {fixed_par:.1f} s "
+          f"(worker start-up: the jobs must be long for the parallel sweep to pay off)", flush=True)
     par = []
     seq: dict[str, list[float]] = {t: [] for t in args.seq_threads}
     for rep in range(args.repeats):
@@ -279,7 +284,7 @@ def bench_sweep(args: argparse.Namespace, work: Path) -> dict:
         print(f"[sweep] repeat {rep}: " + ", ".join(f"sequential (num_threads={t}) {seq[t][-1]:.1f} s" for t in seq)
               + f", joblib n_jobs=2 {par[-1]:.1f} s", flush=True)
     t_par = min(par)
-    out = {"joblib2_s": t_par}
+    out = {"joblib2_s": t_par, "fixed_sequential_s": fixed_seq, "fixed_joblib2_s": fixed_par}
     for t, times in seq.items():
         out[f"sequential_threads_{t}_s"], out[f"speedup_vs_threads_{t}"] = min(times), min(times) / t_par
         print(f"[sweep] 4 runs x {args.sweep_steps} steps: sequential (train.num_threads={t}) {min(times):.1f} s | "
@@ -294,7 +299,8 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--steps", type=int, default=150, help="train steps of the long overhead run (the short one: a third)")
     p.add_argument("--warmup", type=int, default=10, help="steps skipped before timing")
-    p.add_argument("--sweep-steps", type=int, default=150, help="train steps per sweep job")
+    p.add_argument("--sweep-steps", type=int, default=1000,
+                   help="train steps per sweep job (1000: ~30 s per job single-threaded on an idle 2-core CPU)")
     p.add_argument("--seq-threads", nargs="+", default=["null", "1"],
                    help="train.num_threads of the sequential sweeps (null: all cores, the default a user gets; "
                         "1: the same threads per job as the parallel sweep)")

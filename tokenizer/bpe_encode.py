@@ -99,48 +99,82 @@ def _merge_heap(ids: list[int], pair_rank: dict[tuple[int, int], int], rank_id: 
 def piece_encoder(
     pair_rank: dict[tuple[int, int], int], rank_id: list[int], byte_ids: list[int]
 ) -> Callable[[str], tuple[int, ...]]:
-    """pre-token text -> tuple of ids (UTF-8 bytes -> byte ids -> `merge_ids`), as one fast closure.
+    """pre-token text -> tuple of ids (UTF-8 bytes -> byte ids -> `merge_ids`), as one fast function.
 
-    Same result as `tuple(merge_ids([byte_ids[b] for b in text.encode()], pair_rank, rank_id))`, faster for
-    short pieces: a pair is one int key (left << shift | right) in a dict whose value packs the merge's rank and
-    the merged id (rank << shift | id), so the loop builds no tuples and the smallest value is the lowest rank.
+    Same result as `tuple(merge_ids([byte_ids[b] for b in text.encode()], pair_rank, rank_id))`.
     Lone surrogates (not valid text) are encoded as U+FFFD, as tiktoken does.
+    """
+    missing = _packed_missing(pair_rank, rank_id, byte_ids)
+    return lambda piece: missing(None, piece)
+
+
+def merge_cache(
+    pair_rank: dict[tuple[int, int], int], rank_id: list[int], byte_ids: list[int], **kwargs
+) -> PretokenCache:
+    """A `PretokenCache` whose miss handler runs the merge loop itself (no extra call per miss); `encode_piece`
+    is `piece_encoder(...)`. kwargs: maxsize, max_piece_len."""
+    missing = _packed_missing(pair_rank, rank_id, byte_ids)
+    cls = type("MergeCache", (PretokenCache,), {"__missing__": missing, "__slots__": ()})
+    return cls(lambda piece: missing(None, piece), **kwargs)
+
+
+def _packed_missing(pair_rank: dict[tuple[int, int], int], rank_id: list[int], byte_ids: list[int]):
+    """The merge loop for short pieces, built for speed (the cold-cache cost of encoding is this loop):
+
+    * a pair is one int key (left << shift | right) in a dict whose value packs the merge's rank and the merged
+      id (rank << shift | id): no tuples are built, and the smallest value is the lowest rank;
+    * byte ids come from bytes.translate when they are a permutation of 0..255 (GPT-2's), else from the bytes;
+    * it is the cache's `__missing__(cache, piece)` itself (stores the result in `cache` unless it is None).
     """
     shift = max(max(rank_id, default=0), max(byte_ids)).bit_length()
     mask = (1 << shift) - 1
     packed = {(a << shift) | b: (r << shift) | rank_id[r] for (a, b), r in pair_rank.items()}
     none = len(rank_id) << shift | mask  # above every packed value
-    identity = byte_ids == list(range(256))
+    get = packed.get
+    if byte_ids == list(range(256)):
+        table = None
+    elif sorted(byte_ids) == list(range(256)):
+        table = bytes(byte_ids)
+    else:
+        table = False
 
-    def encode(piece: str) -> tuple[int, ...]:
+    def missing(cache: PretokenCache | None, piece: str) -> tuple[int, ...]:
         try:
             data = piece.encode("utf-8")
         except UnicodeEncodeError:
             data = _fix_surrogates(piece).encode("utf-8")
-        n = len(data)
-        ids = list(data) if identity else [byte_ids[b] for b in data]
+        if table is False:
+            ids = [byte_ids[b] for b in data]
+        else:
+            ids = list(data.translate(table)) if table else list(data)
+        n = len(ids)
         if n < 2:
-            return tuple(ids)
-        if n > HEAP_THRESHOLD:
-            return tuple(_merge_heap(ids, pair_rank, rank_id))
-        get = packed.get
-        ranks = list(map(get, map(or_, map(lshift, ids, repeat(shift, n - 1)), islice(ids, 1, None)), repeat(none)))
-        while True:
-            v = min(ranks)
-            if v == none:
-                return tuple(ids)
-            i = ranks.index(v)  # leftmost pair with the lowest rank
-            ids[i] = new = v & mask
-            del ids[i + 1]
-            del ranks[i]
-            if i < len(ranks):
-                ranks[i] = get((new << shift) | ids[i + 1], none)
-            elif not ranks:
-                return (new,)
-            if i:
-                ranks[i - 1] = get((ids[i - 1] << shift) | new, none)
+            out = tuple(ids)
+        elif n > HEAP_THRESHOLD:
+            out = tuple(_merge_heap(ids, pair_rank, rank_id))
+        else:
+            ranks = list(map(get, map(or_, map(lshift, ids, repeat(shift, n - 1)), islice(ids, 1, None)), repeat(none)))
+            while True:
+                v = min(ranks)
+                if v == none:
+                    out = tuple(ids)
+                    break
+                i = ranks.index(v)  # leftmost pair with the lowest rank
+                ids[i] = new = v & mask
+                del ids[i + 1]
+                del ranks[i]
+                if i < len(ranks):
+                    ranks[i] = get((new << shift) | ids[i + 1], none)
+                elif not ranks:
+                    out = (new,)
+                    break
+                if i:
+                    ranks[i - 1] = get((ids[i - 1] << shift) | new, none)
+        if cache is not None and len(piece) <= cache.max_piece_len:
+            cache._store(piece, out)
+        return out
 
-    return encode
+    return missing
 
 
 def _fix_surrogates(text: str) -> str:
@@ -164,12 +198,15 @@ class PretokenCache(dict):
     def __missing__(self, piece: str) -> tuple[int, ...]:
         ids = self.encode_piece(piece)
         if len(piece) <= self.max_piece_len:
-            if len(self) >= self.maxsize:
-                # drop the oldest half (dicts keep insertion order); frequent pieces come straight back
-                for key in list(islice(iter(self), len(self) // 2 + 1)):
-                    del self[key]
-            self[piece] = ids
+            self._store(piece, ids)
         return ids
+
+    def _store(self, piece: str, ids: tuple[int, ...]) -> None:
+        if len(self) >= self.maxsize:
+            # drop the oldest half (dicts keep insertion order); frequent pieces come straight back
+            for key in list(islice(iter(self), len(self) // 2 + 1)):
+                del self[key]
+        self[piece] = ids
 
     def __reduce__(self):  # never pickle the cache's contents or the bound method
         return (dict, ())

@@ -85,7 +85,9 @@ def learn_merges(word_counts: Mapping[bytes, int] | Iterable[tuple[bytes, int]],
         token_bytes.append(token_bytes[a] + token_bytes[b])
         inv.append(_inverted(token_bytes[new]))
         merges.append((token_bytes[a], token_bytes[b]))
-        created: set[tuple[int, int]] = set()  # pairs containing `new`, pushed once at the end
+        created: list[tuple[int, int]] = []  # pairs containing `new`, pushed once at the end
+        removed: list[tuple[int, int]] = []  # per word: pairs lost, and pairs gained
+        added: list[tuple[int, int]] = []
 
         for wi in where.pop((a, b)):
             w = words[wi]
@@ -106,19 +108,36 @@ def learn_merges(word_counts: Mapping[bytes, int] | Iterable[tuple[bytes, int]],
                 if out:
                     left = out[-1]
                     if done != i:  # else (b, a) was already removed as the previous right pair
-                        _decrement(pair_counts, where, (left, a), c)
-                    _increment(pair_counts, where, created, (left, new), c, wi)
+                        removed.append((left, a))
+                    added.append((left, new))
                 if i + 2 < n_w:
                     right = w[i + 2]
-                    _decrement(pair_counts, where, (b, right), c)
+                    removed.append((b, right))
                     if not (right == a and i + 3 < n_w and w[i + 3] == b):  # else the next one adds (new, new)
-                        _increment(pair_counts, where, created, (new, right), c, wi)
+                        added.append((new, right))
                 out.append(new)
                 i += 2
                 done = i
             if done:
                 out.extend(w[done:])
                 words[wi] = out
+                for pair in removed:
+                    n = pair_counts[pair] - c
+                    if n:
+                        pair_counts[pair] = n
+                    else:  # the pair is gone from every word: drop its index too (heap entries go stale)
+                        del pair_counts[pair]
+                        where.pop(pair, None)
+                for pair in added:
+                    pair_counts[pair] = pair_counts.get(pair, 0) + c
+                    lst = where.get(pair)
+                    if lst is None:
+                        where[pair] = [wi]
+                        created.append(pair)
+                    elif lst[-1] != wi:
+                        lst.append(wi)
+                removed.clear()
+                added.clear()
             # done == 0: a stale index entry, the word no longer contains (a, b)
 
         pair_counts.pop((a, b), None)  # every occurrence is merged now (the count is not kept up to date above)
@@ -133,23 +152,3 @@ def learn_merges(word_counts: Mapping[bytes, int] | Iterable[tuple[bytes, int]],
             on_merge(len(merges))
     return merges
 
-
-def _decrement(pair_counts: dict[tuple[int, int], int], where: dict[tuple[int, int], list[int]],
-               pair: tuple[int, int], c: int) -> None:
-    left = pair_counts[pair] - c
-    if left:
-        pair_counts[pair] = left
-    else:  # the pair is gone from every word: drop its index too (its heap entries go stale)
-        del pair_counts[pair]
-        where.pop(pair, None)
-
-
-def _increment(pair_counts: dict[tuple[int, int], int], where: dict[tuple[int, int], list[int]],
-               created: set[tuple[int, int]], pair: tuple[int, int], c: int, wi: int) -> None:
-    pair_counts[pair] = pair_counts.get(pair, 0) + c
-    created.add(pair)
-    lst = where.get(pair)
-    if lst is None:
-        where[pair] = [wi]
-    elif lst[-1] != wi:
-        lst.append(wi)

@@ -33,6 +33,7 @@ from tokenizer.pretokenize import PATTERNS, special_splitter, split_special, spl
 
 CHUNK_BYTES = 1024 * 1024  # file read / task size; tests set it small to exercise chunk boundaries
 MAX_DEFAULT_WORKERS = 8
+SLICE_CHARS = 256 * 1024  # count_texts pre-tokenizes at most about this much at once (gpt2/gpt4)
 MIN_POOL_TASKS = 3  # fewer chunks than this (about 3 MB) are counted in this process, whatever `workers` is
 REPLACEMENT_ERRORS = "archlab-count-replace"  # codecs error handler: like "replace", but counts what it replaces
 
@@ -50,6 +51,7 @@ codecs.register_error(REPLACEMENT_ERRORS, _count_replace)
 # Checked by hand against both patterns, and every place it allows is checked by a property test
 # (tests/tokenizer/test_train_chunks.py::test_every_candidate_cut_point_is_safe).
 _SAFE_CUT = regex.compile(r"(?<=\S\n)(?=\S)|(?<=[\p{L}\p{N}])(?= \p{L})")
+_CUTTABLE = (PATTERNS["gpt2"], PATTERNS["gpt4"])  # the patterns _SAFE_CUT is valid for
 _SAFE_CUT_REACH = 3  # a match at i looks at text[i-2 : i+2]: rescan this much of an old tail
 
 
@@ -90,12 +92,20 @@ def find_cut(text: str, pattern: str, specials: Sequence[str], resume: tuple[int
         special_from = max(special_from, next_from)
         if cut > 0:
             return cut, (0, 0)
-    if pattern in (PATTERNS["gpt2"], PATTERNS["gpt4"]):
-        last = None
-        for last in _SAFE_CUT.finditer(text, pattern_from):
-            pass
-        if last is not None and last.start() > 0:
-            return last.start(), (0, 0)
+    if pattern in _CUTTABLE:
+        # Scan suffixes of growing length (the regex is slow, and the end nearly always has a cut point);
+        # the last match in a suffix is the last one overall. Lookbehinds see text before `start`.
+        window = 4096
+        while True:
+            start = max(pattern_from, len(text) - window)
+            last = None
+            for last in _SAFE_CUT.finditer(text, start):
+                pass
+            if last is not None and last.start() > 0:
+                return last.start(), (0, 0)
+            if start == pattern_from:
+                break
+            window *= 8
         pattern_from = max(pattern_from, len(text) - _SAFE_CUT_REACH)
     return 0, (special_from, pattern_from)
 
@@ -139,8 +149,11 @@ def count_texts(texts: Sequence[str], pattern: str, specials: Sequence[str]) -> 
     counts: Counter[str] = Counter()
     for text in texts:
         for piece, is_special in split_special(text, specials):
-            if not is_special:
-                counts.update(split(piece))
+            if is_special:
+                continue
+            # split() returns a list of every pre-token: feed it slices, to keep that list small
+            for part in _split_long(piece, pattern, (), SLICE_CHARS) if len(piece) > 2 * SLICE_CHARS else (piece,):
+                counts.update(split(part))
     return counts
 
 
@@ -165,6 +178,10 @@ def batch_texts(texts: Iterable[str], pattern: str, specials: Sequence[str],
 
 
 def _split_long(text: str, pattern: str, specials: Sequence[str], size: int) -> Iterator[str]:
+    """`text` in pieces of about `size` (at least `size`, cut at `find_cut` places) that join back to it."""
+    if not specials and pattern not in _CUTTABLE:
+        yield text  # no cut point can ever be found
+        return
     pos = 0
     while len(text) - pos > 2 * size:
         end = pos + size

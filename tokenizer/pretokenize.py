@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from operator import methodcaller
 from typing import Callable
 
 import re
@@ -81,12 +82,12 @@ _GPT4_ASCII = (
 )
 ASCII_PATTERNS: dict[str, str] = {GPT2_PATTERN: _GPT2_ASCII, GPT4_PATTERN: _GPT4_ASCII}
 
+_group = methodcaller("group")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _ALPHA = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _GRAPH = frozenset(chr(c) for c in range(0x21, 0x7F))  # printable ASCII except space: not \s in any sense
-_BLOCK = 1024  # characters per isascii() test when looking for the next non-ASCII character
-_JOIN_GAP = 32  # ASCII characters between two non-ASCII stretches below which they go to `regex` as one
+_JOIN_GAP = 96  # ASCII characters between two non-ASCII stretches below which they go to `regex` as one
 
 # Cut points. A cut at i is safe when splitting the text at i and pre-tokenizing both sides gives the whole
 # text's pre-tokens: no pre-token spans i, and no pre-token before i looks at text[i:] (the only lookahead,
@@ -147,13 +148,17 @@ def _cut_after(text: str, j: int) -> int:
 
 def _next_non_ascii(text: str, i: int) -> re.Match | None:
     """The first run of non-ASCII characters at or after i. A slice of ASCII characters is an ASCII string
-    (isascii() is then O(1)), so whole blocks are skipped at C speed; `re` only scans a block that has one."""
+    (isascii() is then O(1)), so blocks (growing from 64 to 4096 characters) are skipped at C speed and `re`
+    only scans the block that has one."""
     n = len(text)
+    block = 64
     while i < n:
-        j = i + _BLOCK
+        j = i + block
         if not text[i:j].isascii():
-            return _NON_ASCII.search(text, i)
+            return _NON_ASCII.search(text, i, j)  # the run may go on past j: _cut_after looks from m.end()
         i = j
+        if block < 4096:
+            block += block
     return None
 
 
@@ -184,16 +189,24 @@ def _hybrid(ascii_findall: Callable, full_findall: Callable) -> Callable[[str], 
     return findall
 
 
-@lru_cache(maxsize=16)
 def splitter(pattern: str) -> Callable[[str], list[str]]:
-    """text -> its pre-tokens (a list), equal to `compile_pattern(pattern).findall(text)`, faster for the
-    registered patterns (`pattern` is a registry name or a regex). No special-token handling.
+    """text -> its pre-tokens (a list): the pattern's whole matches, i.e. `compile_pattern(pattern).findall(text)`
+    for a pattern without capturing groups (with groups, findall would return the groups' text instead); faster
+    for the registered patterns (`pattern` is a registry name or a regex). No special-token handling.
 
     >>> splitter("gpt2")("Hi  there\n")
     ['Hi', ' ', ' there', '\n']
     """
-    pattern = PATTERNS.get(pattern, pattern)
-    full = compile_pattern(pattern).findall
+    return _splitter(PATTERNS.get(pattern, pattern))
+
+
+@lru_cache(maxsize=16)
+def _splitter(pattern: str) -> Callable[[str], list[str]]:
+    compiled = compile_pattern(pattern)
+    if compiled.groups:  # a custom pattern with capturing groups: whole matches, never the groups
+        finditer = compiled.finditer
+        return lambda text: list(map(_group, finditer(text)))
+    full = compiled.findall
     ascii_pattern = ASCII_PATTERNS.get(pattern)
     if ascii_pattern is None:
         return full

@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import chain
 from typing import Literal
 
-from tokenizer.bpe_encode import PretokenCache, merge_ids, piece_encoder
+from tokenizer.bpe_encode import merge_cache, merge_ids
 from tokenizer.pretokenize import PATTERNS, resolve_pattern, special_splitter, split_special, splitter
 
 AllowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
@@ -80,7 +80,7 @@ class Tokenizer:
             known.add(a + b)
 
         self._findall = splitter(self._pattern)  # == the pattern's regex findall; faster for gpt2/gpt4
-        self._cache = PretokenCache(piece_encoder(self._pair_rank, self._rank_id, self._byte_ids))
+        self._cache = merge_cache(self._pair_rank, self._rank_id, self._byte_ids)  # pre-token -> ids, bounded
         self._fingerprint: str | None = None
 
     # ------------------------------------------------------------------ properties
@@ -131,7 +131,7 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ encoding
     def _encode_piece(self, piece: str) -> tuple[int, ...]:
-        """One pre-token -> ids (what the cache computes on a miss; `bpe_encode.piece_encoder`)."""
+        """One pre-token -> ids (what the cache computes on a miss: `bpe_encode.merge_cache`)."""
         return self._cache.encode_piece(piece)
 
     def encode_bytes_piece(self, data: bytes) -> list[int]:
@@ -148,7 +148,7 @@ class Tokenizer:
         >>> Tokenizer([]).encode_ordinary("hi")
         [104, 105]
         """
-        # hot path: split (pretokenize.splitter), then one C-level dict lookup per pre-token (misses: piece_encoder)
+        # hot path: split (pretokenize.splitter), then one C-level dict lookup per pre-token (misses: the merge loop)
         try:
             text.encode("utf-8")
         except AttributeError:

@@ -175,6 +175,9 @@ def test_custom_pattern_uses_plain_regex():
     pat = r"\w+|\s+|[^\w\s]+"
     assert splitter(pat)("héllo, wörld  x") == regex.findall(pat, "héllo, wörld  x")
     assert splitter("gpt2") is splitter(GPT2_PATTERN) and splitter("gpt4") is splitter(GPT4_PATTERN)
+    # capturing groups: still the whole matches (findall would give the groups and drop text)
+    grouped = r"(a)b|(\s)+|."
+    assert splitter(grouped)("ab  ab c") == list(pretokens("ab  ab c", grouped)) == ["ab", "  ", "ab", " ", "c"]
 
 
 # ---------------------------------------------------------------- the fast piece encoder

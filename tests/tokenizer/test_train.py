@@ -22,7 +22,7 @@ MAX_EXAMPLES = int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "40"))
 
 def gpt2_bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable encoding of bytes (openai/gpt-2 encoder.py `bytes_to_unicode`), written out here."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     table = {b: chr(b) for b in printable}
     n = 0
     for b in range(256):

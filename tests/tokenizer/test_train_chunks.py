@@ -90,7 +90,8 @@ def test_overlapping_special_tokens_across_chunks(tmp_path):
     for chunk_bytes in (1, 3, 7, 16):
         chunks = chunks_of(path, "gpt2", specials, chunk_bytes)
         assert "".join(chunks) == text
-        assert reference_pretoken_counts(chunks, specials, "gpt2") == reference_pretoken_counts([text], specials, "gpt2")
+        expected = reference_pretoken_counts([text], specials, "gpt2")
+        assert reference_pretoken_counts(chunks, specials, "gpt2") == expected
 
 
 def test_text_without_spaces_is_cut_after_newlines(tmp_path):
@@ -173,3 +174,14 @@ def test_one_long_string_is_cut_for_the_workers():
     assert reference_pretoken_counts(pieces, [EOT], "gpt2") == reference_pretoken_counts([text, "short"], [EOT], "gpt2")
     tok = train_bpe_from_iterator([text], 330, [EOT], workers=2, progress=False, chunk_bytes=1024)
     assert tok.merges == train_bpe_from_iterator([text], 330, [EOT], workers=1, progress=False).merges
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", r"\w+|\W"])
+def test_long_pieces_are_pretokenized_in_slices(monkeypatch, pattern):
+    from tokenizer import pretoken_counts
+
+    monkeypatch.setattr(pretoken_counts, "SLICE_CHARS", 300)
+    text = EOT.join(embedded_documents()[:4]) + "日本語。\n" * 100
+    got = pretoken_counts.count_texts([text], resolve_pattern(pattern), [EOT])
+    expected = reference_pretoken_counts([text], [EOT], pattern)
+    assert {k.encode(): v for k, v in got.items()} == expected
