@@ -26,7 +26,6 @@ References: Kaplan et al. 2020 (arXiv:2001.08361) table 1; PaLM (arXiv:2204.0231
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 

@@ -7,7 +7,9 @@ use a heap over a linked list, so a 100 kB whitespace run costs O(n log n), not 
 
 `PretokenCache` maps pre-token text -> tuple of ids. Natural text is Zipfian, so a few thousand entries serve
 most pre-tokens with one dict lookup. It is bounded (entries and piece length); when full it drops the oldest
-half, so frequent pre-tokens are re-added at once.
+half, so frequent pre-tokens are re-added at once. `merge_cache` (what `Tokenizer` uses) is a `PretokenCache`
+whose `__missing__` is a merge loop tuned for the cold-cache case (`_packed_missing`); `piece_encoder` is the
+same loop without the cache.
 
 Not handled here: pre-tokenization and special tokens (see `tokenizer.tokenizer`).
 """
@@ -171,7 +173,9 @@ def _packed_missing(pair_rank: dict[tuple[int, int], int], rank_id: list[int], b
                 if i:
                     ranks[i - 1] = get((ids[i - 1] << shift) | new, none)
         if cache is not None and len(piece) <= cache.max_piece_len:
-            cache._store(piece, out)
+            if len(cache) >= cache.maxsize:
+                cache._evict()
+            cache[piece] = out
         return out
 
     return missing
@@ -198,15 +202,15 @@ class PretokenCache(dict):
     def __missing__(self, piece: str) -> tuple[int, ...]:
         ids = self.encode_piece(piece)
         if len(piece) <= self.max_piece_len:
-            self._store(piece, ids)
+            if len(self) >= self.maxsize:
+                self._evict()
+            self[piece] = ids
         return ids
 
-    def _store(self, piece: str, ids: tuple[int, ...]) -> None:
-        if len(self) >= self.maxsize:
-            # drop the oldest half (dicts keep insertion order); frequent pieces come straight back
-            for key in list(islice(iter(self), len(self) // 2 + 1)):
-                del self[key]
-        self[piece] = ids
+    def _evict(self) -> None:
+        """Drop the oldest half (dicts keep insertion order); frequent pieces come straight back."""
+        for key in list(islice(iter(self), len(self) // 2 + 1)):
+            del self[key]
 
     def __reduce__(self):  # never pickle the cache's contents or the bound method
         return (dict, ())

@@ -87,12 +87,15 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _ALPHA = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _GRAPH = frozenset(chr(c) for c in range(0x21, 0x7F))  # printable ASCII except space: not \s in any sense
+_MAX_TRIES = 64  # spaces/newlines tried when looking for a cut; so non-Latin text costs about what `regex` does
+_DENSE_RUNS = 8  # non-ASCII runs joined one by one before `_cut_after_ascii_window` takes over
+_WINDOW = 256
 _JOIN_GAP = 96  # ASCII characters between two non-ASCII stretches below which they go to `regex` as one
 
 # Cut points. A cut at i is safe when splitting the text at i and pre-tokenizing both sides gives the whole
 # text's pre-tokens: no pre-token spans i, and no pre-token before i looks at text[i:] (the only lookahead,
 # (?!\S), and greedy runs stopping at text[i] decide the same at text[i] as at the end of the string).
-# For gpt2 and gpt4 two kinds are used (the trainer's `pretoken_counts._SAFE_CUT` uses the same two):
+# For gpt2 and gpt4 two kinds are used (ASCII cases of the two kinds of `pretoken_counts._SAFE_CUT`):
 #  (A) i where text[i-1] is an ASCII letter/digit, text[i] == " ", text[i+1] an ASCII letter. The pre-token
 #      holding text[i-1] is a letter run, a digit run (gpt4: of 1-3) or a contraction, all ending at i since
 #      " " is neither; no whitespace run ends at i. At i, " "+letters starts a pre-token (gpt2 " ?\p{L}+",
@@ -106,10 +109,13 @@ _JOIN_GAP = 96  # ASCII characters between two non-ASCII stretches below which t
 
 
 def _cut_before(text: str, lo: int, i: int) -> int:
-    """The largest safe cut c with lo <= c <= i (lo itself is a cut), where text[i] is not ASCII."""
+    """The largest safe cut c with lo <= c <= i (lo itself is a cut), where text[i] is not ASCII; lo when none
+    of the last `_MAX_TRIES` candidate places is one (text without ASCII words: leave it all to `regex`)."""
     sp = text.rfind(" ", lo + 1, i)
     nl = text.rfind("\n", lo + 1, i)  # a (B) cut lies at nl + 1 <= i
-    while sp > 0 or nl > 0:
+    tries = _MAX_TRIES
+    while (sp > 0 or nl > 0) and tries:
+        tries -= 1
         if sp > nl:
             if text[sp - 1] in _ALNUM and text[sp + 1] in _ALPHA:
                 return sp
@@ -122,7 +128,8 @@ def _cut_before(text: str, lo: int, i: int) -> int:
 
 
 def _cut_after(text: str, j: int) -> int:
-    """The smallest safe cut c >= j (len(text) if none), where text[j - 1] is not ASCII."""
+    """The smallest safe cut c >= j, where text[j - 1] is not ASCII; len(text) if there is none, or none among
+    the next `_MAX_TRIES` candidate places (text without ASCII words: leave the rest to `regex`)."""
     n = len(text)
     sp = text.find(" ", j)
     nl = text.find("\n", j)  # a (B) cut lies at nl + 1; nl >= j so text[nl - 1] exists
@@ -130,7 +137,9 @@ def _cut_after(text: str, j: int) -> int:
         sp = n
     if nl < 0:
         nl = n
-    while sp < n or nl < n:
+    tries = _MAX_TRIES
+    while (sp < n or nl < n) and tries:
+        tries -= 1
         if sp < nl:
             if sp + 1 < n and text[sp - 1] in _ALNUM and text[sp + 1] in _ALPHA:
                 return sp
@@ -143,6 +152,17 @@ def _cut_after(text: str, j: int) -> int:
             nl = text.find("\n", nl + 1)
             if nl < 0:
                 nl = n
+    return n
+
+
+def _cut_after_ascii_window(text: str, j: int) -> int:
+    """A safe cut at or after the first `_WINDOW` characters from j on (stepping by `_WINDOW`) that are all ASCII;
+    len(text) if there is none."""
+    n = len(text)
+    while j < n:
+        if text[j : j + _WINDOW].isascii():
+            return _cut_after(text, j)
+        j += _WINDOW
     return n
 
 
@@ -175,9 +195,12 @@ def _hybrid(ascii_findall: Callable, full_findall: Callable) -> Callable[[str], 
         while m is not None:
             start = _cut_before(text, pos, m.start())
             end = _cut_after(text, m.end())
-            # the next non-ASCII run close by joins this stretch (dense non-ASCII text: fewer, longer calls)
+            # the next non-ASCII run close by joins this stretch (dense non-ASCII text: fewer, longer calls); after
+            # _DENSE_RUNS of them, jump to the next all-ASCII window instead of going run by run
+            joined = 0
             while (m := _next_non_ascii(text, end)) is not None and m.start() - end < _JOIN_GAP:
-                end = _cut_after(text, m.end())
+                joined += 1
+                end = _cut_after(text, m.end()) if joined < _DENSE_RUNS else _cut_after_ascii_window(text, m.end())
             if start > pos:
                 out += ascii_findall(text, pos, start)  # re's endpos acts as the end of the string
             out += full_findall(text[start:end])
@@ -194,8 +217,8 @@ def splitter(pattern: str) -> Callable[[str], list[str]]:
     for a pattern without capturing groups (with groups, findall would return the groups' text instead); faster
     for the registered patterns (`pattern` is a registry name or a regex). No special-token handling.
 
-    >>> splitter("gpt2")("Hi  there\n")
-    ['Hi', ' ', ' there', '\n']
+    >>> splitter("gpt2")("Hi  there, \u00e9!")
+    ['Hi', ' ', ' there', ',', ' \u00e9', '!']
     """
     return _splitter(PATTERNS.get(pattern, pattern))
 

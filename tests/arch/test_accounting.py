@@ -4,6 +4,7 @@ the shape solver against brute force over nearby widths and depths."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -279,8 +280,6 @@ def test_info_table_and_json(capsys):
     assert "124,439,808" in out and "85,056,000" in out
 
     assert main(["--json", "--preset", "gpt2-small", "--seq-len", "256"]) == 0
-    import json
-
     rows = json.loads(capsys.readouterr().out)
     assert rows == [info_row("gpt2-small", PRESETS["gpt2-small"], seq_len=256)]
     assert rows[0]["params"] == 124_439_808

@@ -18,7 +18,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenizer.bpe_encode import merge_ids, piece_encoder
+from tokenizer.bpe_encode import merge_cache, merge_ids, piece_encoder
 from tokenizer.pretokenize import (
     ASCII_PATTERNS,
     GPT2_PATTERN,
@@ -76,13 +76,16 @@ def test_ascii_character_classes_equal_regex(ch):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_all_ascii_pairs_and_contraction_cases(name):
-    """Exhaustive over short strings: every pair of ASCII characters, each after a "'" and after a letter."""
+    """Exhaustive over short strings: every pair of ASCII characters, alone, after a "'", a letter or a space,
+    and followed by a letter (so "'LLx" tells a contraction from "'" + letters)."""
     ascii_findall = re.compile(ASCII_PATTERNS[PATTERNS[name]]).findall
+    full_findall = compile_pattern(PATTERNS[name]).findall
     for i in range(128):
         for j in range(128):
             for prefix in ("", "'", "a", " "):
-                s = prefix + chr(i) + chr(j)
-                assert ascii_findall(s) == plain(name, s), repr(s)
+                for suffix in ("", "x"):
+                    s = prefix + chr(i) + chr(j) + suffix
+                    assert ascii_findall(s) == full_findall(s), repr(s)
 
 
 @settings(deadline=None, max_examples=MAX_EXAMPLES)
@@ -156,19 +159,32 @@ def test_real_corpora_equal_regex(shared_data, file, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_real_text_with_non_ascii_sprinkled_in(shared_data, name):
+@pytest.mark.parametrize("density", [100, 1000, 10000, 100000])
+def test_real_text_with_non_ascii_sprinkled_in(shared_data, name, density):
     """English text with non-ASCII characters (spaces, letters, digits, punctuation) put at random places, so the
-    hybrid cuts inside ordinary words, numbers, whitespace runs and line ends."""
+    hybrid cuts inside ordinary words, numbers, whitespace runs and line ends; sparse to dense (where it joins
+    runs one by one, then skips to ASCII windows)."""
     text = read_head(shared_data / "tinyshakespeare.txt", 300_000)
-    rng = random.Random(0)
+    rng = random.Random(density)
     chars = list(text)
-    for _ in range(3000):
+    for _ in range(density):
         chars[rng.randrange(len(chars))] = rng.choice(UNICODE_PIECES)
     text = "".join(chars)
     assert splitter(name)(text) == plain(name, text)
     for start in range(0, 2000, 37):  # also every kind of start and end of the string
         piece = text[start : start + 500]
         assert splitter(name)(piece) == plain(name, piece)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_non_latin_text(shared_data, name):
+    """Text whose letters are all non-ASCII (few or no cut points) and text with one accented word in two."""
+    text = read_head(shared_data / "tinyshakespeare.txt", 200_000)
+    cyrillic = text.translate(str.maketrans("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                                            "абцдефгхийклмнопярстуввхызАБЦДЕФГХИЙКЛМНОПЯРСТУВВХЫЗ"))
+    accented = " ".join(w + "ü" if i % 2 else w for i, w in enumerate(text.split(" ")))
+    for t in (cyrillic, accented, "日本語 テキスト、 " * 2000 + text[:5000]):
+        assert splitter(name)(t) == plain(name, t)
 
 
 def test_custom_pattern_uses_plain_regex():
@@ -184,21 +200,30 @@ def test_custom_pattern_uses_plain_regex():
 @settings(deadline=None, max_examples=MAX_EXAMPLES)
 @given(
     pairs=st.dictionaries(st.tuples(st.integers(0, 8), st.integers(0, 8)), st.integers(0, 20), max_size=30),
-    text=st.text(st.sampled_from("abcdefgh\x00\x01"), max_size=300),
-    permute=st.booleans(),
+    text=st.text(st.sampled_from("abcdefgh\x00\x01é"), max_size=300),
+    layout=st.sampled_from(["identity", "permutation", "offset"]),
 )
-def test_piece_encoder_equals_merge_ids(pairs, text, permute):
-    """`piece_encoder` (packed int keys) == `merge_ids` (tuple keys) for random merge tables, byte ids that are or
-    are not the byte values, short pieces and pieces long enough for the heap merge."""
+def test_piece_encoder_equals_merge_ids(pairs, text, layout):
+    """`piece_encoder` / `merge_cache` (packed int keys) == `merge_ids` (tuple keys) for random merge tables, byte
+    ids that are the byte values, a permutation of them (GPT-2) or neither, short pieces and pieces long enough
+    for the heap merge."""
     byte_ids = list(range(256))
-    if permute:
+    if layout == "permutation":
         random.Random(len(text)).shuffle(byte_ids)
-    # ranks must be distinct per merge and merged ids new: rank r -> id 256 + r
+    elif layout == "offset":
+        byte_ids = [b + 300 for b in range(256)]
+    first = max(byte_ids) + 1  # merged ids: rank r -> first + r
+
+    def tok(x: int) -> int:  # 0..7: the bytes "a".."h"; 8: the token made by rank 0
+        return byte_ids[97 + x] if x < 8 else first
+
     pair_rank = {}
     for (a, b), r in sorted(pairs.items(), key=lambda kv: kv[1]):
-        if r not in pair_rank.values():
-            pair_rank[(byte_ids[97 + a] if a < 8 else 256 + a, byte_ids[97 + b] if b < 8 else 256 + b)] = r
-    rank_id = [256 + r for r in range(21)]
-    encode = piece_encoder(pair_rank, rank_id, byte_ids)
+        if r not in pair_rank.values() and (tok(a), tok(b)) not in pair_rank:
+            pair_rank[(tok(a), tok(b))] = r
+    rank_id = [first + r for r in range(21)]
     want = tuple(merge_ids([byte_ids[x] for x in text.encode()], pair_rank, rank_id))
-    assert encode(text) == want
+    assert piece_encoder(pair_rank, rank_id, byte_ids)(text) == want
+    cache = merge_cache(pair_rank, rank_id, byte_ids, max_piece_len=100)
+    assert cache[text] == want and cache.encode_piece(text) == want
+    assert (text in cache) == (len(text) <= 100)
