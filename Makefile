@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e '.[dev,joblib]'
+	$(PY) -m pip install -q -e '.[dev,joblib,slurm]'
 	touch $(STAMP)
 
 # Headless Chromium for the report-rendering test. Best effort: where it cannot be installed the test skips

@@ -45,6 +45,10 @@ class PosConfig:
     num_buckets: int = 32  # relative only: number of T5 distance buckets (half exact, half log-spaced)
     max_distance: int = 128  # relative only: distances >= this share the last bucket
     rope_base: float = 10000.0  # rope only: theta_i = rope_base ** (-2i / d_head)
+    # sinusoidal only: the table (amplitude 1) is multiplied by this before it is added to the token embeddings.
+    # None -> 0.02 * sqrt(2): the table's RMS then equals GPT-2's N(0, 0.02) init of learned positions, so
+    # learned vs sinusoidal compare at the same initial position-signal size.
+    scale: float | None = None
 
     def __post_init__(self) -> None:
         _check_choice("pos kind", self.kind, POS_KINDS)
@@ -54,6 +58,8 @@ class PosConfig:
             raise ValueError(f"pos.max_distance must be >= 1, got {self.max_distance}")
         if self.rope_base <= 1.0:
             raise ValueError(f"pos.rope_base must be > 1, got {self.rope_base}")
+        if self.scale is not None and self.scale <= 0:
+            raise ValueError(f"pos.scale must be > 0 (or null for the default), got {self.scale}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PosConfig:

@@ -53,7 +53,7 @@ def tokenizer_stats(cache_dir: str, vocab_size: int) -> dict[str, Any]:
     from experiments.data import load_corpus
     from experiments.tokenize_cache import get_token_data, get_tokenizer
 
-    c = to_plain(compose(["experiment=demo", f"data.cache_dir={cache_dir}", f"tokenizer.vocab_size={vocab_size}"]))
+    c = to_plain(compose(["experiment=demo", f"data.cache_dir='{cache_dir}'", f"tokenizer.vocab_size={vocab_size}"]))
     t0 = time.perf_counter()
     corpus = load_corpus(c["data"])
     tok, info = get_tokenizer(corpus, c["tokenizer"], cache_dir, progress=True)
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wandb", action="store_true", help="log to wandb in offline mode (default: local files only)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run, e.g. model.norm=post")
     args = p.parse_args(argv)
+    args.cache_dir = str(Path(args.cache_dir).expanduser())  # Hydra's override grammar has no `~`
 
     from experiments.config_check import validate
     from experiments.errors import ConfigError

@@ -38,7 +38,8 @@ def test_dict_round_trip_and_nested_pos():
     cfg = ModelConfig.from_dict(d)
     assert cfg.pos == PosConfig(kind="relative", num_buckets=16)
     out = cfg.to_dict()
-    assert out["pos"] == {"kind": "relative", "num_buckets": 16, "max_distance": 128, "rope_base": 10000.0}
+    assert out["pos"] == {"kind": "relative", "num_buckets": 16, "max_distance": 128, "rope_base": 10000.0,
+                          "scale": None}
     assert ModelConfig.from_dict(out) == cfg
 
 

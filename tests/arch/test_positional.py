@@ -8,26 +8,38 @@ import pytest
 import torch
 
 from arch import ModelConfig, PosConfig, build_model
-from arch.positional import alibi_slopes, apply_rope, relative_bucket, rope_tables
+from arch.positional import DEFAULT_SINUSOIDAL_SCALE, alibi_slopes, apply_rope, relative_bucket, rope_tables
 
 
 def cfg_for(kind: str, **kw) -> ModelConfig:
+    pos = PosConfig(kind=kind, scale=kw.pop("pos_scale", None))
     return ModelConfig(vocab_size=40, n_ctx=8, d_model=kw.pop("d_model", 16), n_layers=1, n_heads=kw.pop("n_heads", 2),
-                       pos=PosConfig(kind=kind), **kw)
+                       pos=pos, **kw)
 
 
 @pytest.mark.parametrize("d_model", [16, 15])
 def test_sinusoidal_matches_vaswani_closed_form_past_n_ctx(d_model):
     model = build_model(cfg_for("sinusoidal", d_model=d_model, n_heads=1))
     x = torch.zeros(1, 20, d_model)  # 20 > n_ctx = 8: the table grows
-    got = model.pos.embed(x, 0)[0] * math.sqrt(d_model)  # added at Vaswani's token:position ratio (1/sqrt(d))
+    got = model.pos.embed(x, 0)[0] / DEFAULT_SINUSOIDAL_SCALE  # the closed form is added times pos.scale
     for p in range(20):
         for j in range(d_model):
             angle = p / 10000 ** ((j - j % 2) / d_model)
             want = math.sin(angle) if j % 2 == 0 else math.cos(angle)
             assert abs(got[p, j].item() - want) < 1e-6, (p, j)
     # with a start offset (KV cache), rows are those of the absolute positions
-    torch.testing.assert_close(model.pos.embed(torch.zeros(1, 3, d_model), 17)[0] * math.sqrt(d_model), got[17:20])
+    torch.testing.assert_close(model.pos.embed(torch.zeros(1, 3, d_model), 17)[0] / DEFAULT_SINUSOIDAL_SCALE, got[17:20])
+
+
+def test_sinusoidal_scale_default_matches_gpt2_init_rms_and_is_configurable():
+    assert abs(DEFAULT_SINUSOIDAL_SCALE / math.sqrt(2) - 0.02) < 1e-12  # table RMS 1/sqrt(2) -> 0.02
+    model = build_model(cfg_for("sinusoidal", pos_scale=None))
+    x = torch.zeros(1, 8, 16)
+    custom = build_model(ModelConfig(vocab_size=40, n_ctx=8, d_model=16, n_layers=1, n_heads=2,
+                                     pos=PosConfig(kind="sinusoidal", scale=1.0)))
+    torch.testing.assert_close(custom.pos.embed(x, 0), model.pos.embed(x, 0) / DEFAULT_SINUSOIDAL_SCALE)
+    with pytest.raises(ValueError, match="pos.scale"):
+        PosConfig(kind="sinusoidal", scale=0.0)
 
 
 # Derived by hand from T5's formula (unidirectional, num_buckets=32 -> max_exact=16, max_distance=128):
