@@ -235,7 +235,9 @@ def shape_for(
 def shape_report(cfg: ModelConfig, target: float | None = None) -> dict[str, Any]:
     """Real counts of `cfg` and, with a `target` budget, the relative deviation of its non-embedding count.
 
-    Example: shape_report(shape_for(1e6, n_layers=4, vocab_size=512, n_ctx=128), 1e6)["deviation"]  # ≈ -0.0003
+    Example: shape_report(shape_for(1e6, n_layers=4, n_heads=4, vocab_size=512, n_ctx=128), 1e6)
+    -> {'n_layers': 4, 'd_model': 144, 'n_heads': 4, 'd_head': 36, ..., 'non_embedding_params': 1003104,
+        'target': 1000000.0, 'deviation': 0.003104}
     """
     non_emb = count_params(cfg, non_embedding=True)
     out: dict[str, Any] = {
