@@ -92,12 +92,8 @@ def timed_train(cfg) -> tuple[float, float]:
     return time.process_time() - c0, time.perf_counter() - w0
 
 
-def bare_steps(run_dir: Path, steps: int, warmup: int, device: str) -> tuple[float, float]:
-    """(CPU s/step, median wall s/step) of forward + backward + optimizer step, as train() builds them.
-
-    Same ModelConfig (from the run's resolved config.yaml), same optimizer builder, one fixed batch of the
-    same shape, same autocast.
-    """
+def run_model_and_optimizer(run_dir: Path, device: str):
+    """(saved config, model, optimizer, B, T, device) rebuilt from a run's resolved config.yaml, seeded as train()."""
     import torch
     from omegaconf import OmegaConf
 
@@ -112,8 +108,20 @@ def bare_steps(run_dir: Path, steps: int, warmup: int, device: str) -> tuple[flo
     model = build_model(ModelConfig.from_dict(model_cfg)).to(dev)
     model.train()
     opt = build_optimizer(model, saved["optim"], dev)
+    return saved, model, opt, B, T, dev
+
+
+def bare_steps(run_dir: Path, steps: int, warmup: int, device: str) -> tuple[float, float]:
+    """(CPU s/step, median wall s/step) of forward + backward + optimizer step, as train() builds them.
+
+    Same ModelConfig (from the run's resolved config.yaml), same optimizer builder, one fixed batch of the
+    same shape, same autocast.
+    """
+    import torch
+
+    saved, model, opt, B, T, dev = run_model_and_optimizer(run_dir, device)
     gen = torch.Generator().manual_seed(0)
-    batch = torch.randint(0, model_cfg["vocab_size"], (B, T + 1), generator=gen).to(dev)
+    batch = torch.randint(0, model.cfg.vocab_size, (B, T + 1), generator=gen).to(dev)
     x, y = batch[:, :-1], batch[:, 1:]
     use_bf16 = dev.type == "cuda" and saved["train"]["dtype"] in ("auto", "bf16")
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
@@ -143,22 +151,13 @@ def breakdown(run_dir: Path, steps: int, warmup: int, device: str) -> dict[str, 
     """
     import numpy as np
     import torch
-    from omegaconf import OmegaConf
 
-    from arch import ModelConfig, build_model
     from experiments.data import WindowSampler
-    from experiments.optim import build_optimizer
     from experiments.tracking import Tracker
     from experiments.train import layer_grad_norms
 
-    saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
-    model_cfg = {k: v for k, v in saved["model"].items() if k != "shape"}
-    B, T = int(saved["train"]["batch_size"]), int(saved["train"]["n_ctx"])
-    dev = torch.device(device)
-    torch.manual_seed(0)
-    model = build_model(ModelConfig.from_dict(model_cfg)).to(dev)
-    opt = build_optimizer(model, saved["optim"], dev)
-    tokens = np.random.default_rng(0).integers(0, model_cfg["vocab_size"], 1_000_000).astype(np.uint16)
+    saved, model, opt, B, T, dev = run_model_and_optimizer(run_dir, device)
+    tokens = np.random.default_rng(0).integers(0, model.cfg.vocab_size, 1_000_000).astype(np.uint16)
     sampler = WindowSampler(tokens, T, B, torch.Generator().manual_seed(0))
     tracker = Tracker(run_dir.parent / "breakdown", saved, logger="disabled")
     parts = dict.fromkeys(["data", "model", "clip", "layer_norms", "log"], 0.0)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from experiments.atomic import atomic_write
 
 CKPT_DIR = "checkpoints"
 LAST = "last.pt"
@@ -46,18 +47,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
     """torch.save(state) to `path` atomically (temp file + fsync + os.replace)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: torch.save(state, f), binary=True)
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:

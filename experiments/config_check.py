@@ -57,14 +57,14 @@ def model_config(model: dict[str, Any], vocab_size: int):
             raise ValueError("model.shape needs n_params (the non-embedding parameter budget)")
         for key in ("d_model", "n_layers", "n_heads", "d_head"):
             d.pop(key, None)
-        pos = d.pop("pos", None)
+        if d.get("pos") is None:
+            d.pop("pos", None)  # absent -> ModelConfig's default, as in the no-shape branch
         return shape_for(
             shape["n_params"],
             n_layers=shape.get("n_layers"),
             aspect_ratio=shape.get("aspect_ratio"),
             n_heads=shape.get("n_heads"),
             d_head=shape.get("d_head"),
-            pos=pos,
             **d,
         )
     except (TypeError, ValueError) as e:

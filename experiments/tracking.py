@@ -38,10 +38,11 @@ import math
 import os
 import secrets
 import string
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from experiments.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -117,18 +118,11 @@ def _to_json(value: Any) -> Any:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write `obj` as JSON to `path` so readers see the old file or the new one, never a partial one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, default=_to_json)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    def write(f) -> None:
+        json.dump(obj, f, indent=2, default=_to_json)
+        f.write("\n")
+
+    atomic_write(path, write, binary=False)
 
 
 def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
@@ -164,10 +158,7 @@ def resume_metrics(run_dir: str | os.PathLike, step: int) -> int:
             kept.append(line)
     if dropped_bad:
         log.warning("resume: dropped %d unparsable line(s) from %s", dropped_bad, path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: f.write("".join(line + "\n" for line in kept)), binary=False)
     return len(kept)
 
 
