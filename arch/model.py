@@ -6,6 +6,8 @@ With cfg = ModelConfig(pos=learned, norm=pre, activation=gelu, norm_type=layerno
 tie_embeddings=True) this is exactly GPT-2 (see arch.convert.from_hf_gpt2). Parameter names:
 `wte`, `pos.wpe` (learned) / `pos.rel_bias` (relative), `blocks.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,
 mlp.c_fc,mlp.c_proj}` (+ `ln_1_out`, `ln_2_out` for sandwich), `ln_f` (pre / sandwich), `lm_head` (untied only).
+model.loss(ids, targets) uses the chunked fused lm_head + cross-entropy of arch.fused_loss (never stores the
+logits) where arch.fused_loss.use_fused allows; model(ids) still returns the logits.
 Not handled here: padding masks (left-padded batches), encoder-decoder use, mixed-precision policy.
 """
 
@@ -22,6 +24,7 @@ from torch import Tensor, nn
 from arch.attention import Step
 from arch.block import BLOCKS
 from arch.config import ModelConfig
+from arch.fused_loss import fused_linear_cross_entropy, use_fused
 from arch.kv_cache import KVCache
 from arch.norms import build_norm
 from arch.positional import build_positional
@@ -56,6 +59,7 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight  # one Parameter, listed once (as wte.weight)
+        self.fused_loss = True  # loss() default: chunked fused lm_head + cross-entropy (arch.fused_loss)
         # 0 on and below the diagonal, -inf above: folded into float biases (sdpa cannot mix is_causal + mask)
         self.register_buffer("causal_mask", self._causal_table(cfg.n_ctx), persistent=False)
         INITS[cfg.init](self)
@@ -86,6 +90,11 @@ class Transformer(nn.Module):
     def forward(self, ids: Tensor, kv_cache: KVCache | None = None,
                 capture: dict[str, Tensor] | None = None) -> Tensor:
         """ids (B, T) long -> logits (B, T, V). With kv_cache, ids are the next T positions after the cache."""
+        return self.lm_head(self.hidden(ids, kv_cache=kv_cache, capture=capture))  # (B, T, V)
+
+    def hidden(self, ids: Tensor, kv_cache: KVCache | None = None,
+               capture: dict[str, Tensor] | None = None) -> Tensor:
+        """ids (B, T) -> final hidden states (B, T, C) (after ln_f), the input of lm_head."""
         B, T = ids.shape
         start = 0
         if kv_cache is not None:
@@ -108,11 +117,19 @@ class Transformer(nn.Module):
             capture["final"] = x
         if kv_cache is not None:
             kv_cache.advance(T)
-        return self.lm_head(x)  # (B, T, V)
+        return x
 
-    def loss(self, ids: Tensor, targets: Tensor) -> Tensor:
-        """Mean next-token cross-entropy over targets (B, T) != -100."""
-        logits = self(ids)
+    def loss(self, ids: Tensor, targets: Tensor, fused: bool | None = None) -> Tensor:
+        """Mean next-token cross-entropy over targets (B, T) != -100 (all ignored: nan, as F.cross_entropy).
+
+        fused (None -> self.fused_loss, default True): chunked linear + cross-entropy (arch.fused_loss), which
+        never stores the (B*T, V) logits; used where `arch.fused_loss.use_fused` holds (CPU, fp32/fp64, no
+        autocast, not compiling), the unfused lm_head + F.cross_entropy elsewhere. Same value and gradients."""
+        x = self.hidden(ids)
+        fused = self.fused_loss if fused is None else fused
+        if fused and use_fused(x, self.lm_head.weight):
+            return fused_linear_cross_entropy(x.reshape(-1, x.shape[-1]), self.lm_head.weight, targets.reshape(-1))
+        logits = self.lm_head(x)
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
     def run_with_cache(self, ids: Tensor, kv_cache: KVCache | None = None) -> tuple[Tensor, dict[str, Tensor]]:
