@@ -114,12 +114,22 @@ def _write_config(run_dir: Path, c: dict[str, Any]) -> None:
 
 
 def layer_grad_norms(blocks: nn.ModuleList) -> dict[str, float]:
-    """grad_norm/layer_{i}: the L2 norm of all gradients in block i (before clipping)."""
-    out = {}
+    """grad_norm/layer_{i}: the L2 norm of all gradients in block i (before clipping).
+
+    Logged every `log_interval` steps, so it is kept cheap: one fused norm over every gradient (the kernel
+    clip_grad_norm_ uses), then a scatter-add of the squares per layer and a single host transfer.
+    """
+    grads, layer_of = [], []
     for i, block in enumerate(blocks):
-        norms = [p.grad.detach().float().norm() for p in block.parameters() if p.grad is not None]
-        out[f"grad_norm/layer_{i}"] = float(torch.stack(norms).norm()) if norms else 0.0
-    return out
+        for p in block.parameters():
+            if p.grad is not None:
+                grads.append(p.grad.detach())
+                layer_of.append(i)
+    sums = torch.zeros(len(blocks), dtype=torch.float64)
+    if grads:
+        per_param = torch.stack([n.float().cpu() for n in torch._foreach_norm(grads)])  # (n_params,)
+        sums.index_add_(0, torch.tensor(layer_of), per_param.double() ** 2)
+    return {f"grad_norm/layer_{i}": v for i, v in enumerate(sums.sqrt().tolist())}
 
 
 def _history(run_dir: Path | None) -> dict[str, Any]:
