@@ -1,7 +1,8 @@
-"""A Hydra callback that tells a multirun user where its runs are and how to compare them.
+"""A Hydra callback that tells a multirun user where its runs are and builds their comparison report.
 
 Configured in conf/train.yaml (`hydra.callbacks.sweep_report`). At the start of a sweep it prints the sweep
-directory; at the end, one line per run (status, final val/loss) and the command that builds the report.
+directory; at the end, one line per run (status, final val/loss), then it builds `<sweep dir>/report/` with
+experiments.compare and prints the path of report.html (or, if that fails, why, and the command to retry).
 Not handled: SLURM sweeps whose jobs are still queued when the launcher returns (statuses then read `running`).
 """
 
@@ -39,4 +40,11 @@ class SweepReport(Callback):
         print(f"[archlab] sweep {config.experiment_name} finished: {len(lines)} run(s) in {sweep_dir}/", file=sys.stderr)
         for line in lines:
             print(line, file=sys.stderr)
+        try:
+            from experiments.compare import build_report
+
+            report = build_report([str(sweep_dir)])
+            print(f"[archlab] report: {report}", file=sys.stderr)
+        except Exception as e:  # the runs are what matters; the report can be rebuilt by hand
+            print(f"[archlab] report not built: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         print(f"[archlab] compare them: python -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)

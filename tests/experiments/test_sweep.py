@@ -26,6 +26,8 @@ def test_pos_encodings_experiment_multirun_with_joblib(cli_env, cache_dir, tmp_p
     kinds = sorted(s["run_name"] for s in summaries)
     assert sum("model/pos=rope" in k for k in kinds) == 3
     assert f"python -m experiments.compare {sweep}" in proc.stderr
+    auto_report = sweep / "report" / "report.html"  # built by the sweep callback at the end of the multirun
+    assert f"report: {auto_report}" in proc.stderr and auto_report.stat().st_size > 0
 
     from experiments.compare import build_report
 
