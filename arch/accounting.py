@@ -31,8 +31,6 @@ from typing import Any
 
 from arch.config import ModelConfig
 
-# Position kinds whose parameters are a (n_ctx, d_model) table / a (num_buckets, n_heads) bias table.
-# Every other kind (sinusoidal, alibi, rope, none) has no position parameters.
 _NORMS_PER_BLOCK = {"pre": 2, "post": 2, "sandwich": 4}  # sandwich adds a norm after attn and after mlp
 _FINAL_NORM = {"pre": 1, "post": 0, "sandwich": 1}  # post-LN blocks end in a norm already, so no ln_f
 _MLP_IN_MATRICES = {"gelu": 1, "relu": 1, "swiglu": 2}  # swiglu: a gate and an up projection
@@ -60,7 +58,7 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     f = _d_mlp(cfg)
     b = 1 if cfg.bias else 0
 
-    kind = cfg.pos.kind
+    kind = cfg.pos.kind  # only learned and relative have position parameters (sinusoidal, alibi, rope, none: 0)
     if kind == "learned":
         position = cfg.n_ctx * d  # wpe
     elif kind == "relative":

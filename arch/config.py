@@ -56,6 +56,10 @@ class PosConfig:
             raise ValueError(f"pos.num_buckets must be >= 2, got {self.num_buckets}")
         if self.max_distance < 1:
             raise ValueError(f"pos.max_distance must be >= 1, got {self.max_distance}")
+        if self.kind == "relative" and self.max_distance <= self.num_buckets // 2:
+            # the log-spaced buckets span num_buckets // 2 .. max_distance; an empty span gives nonsense buckets
+            raise ValueError(f"pos.max_distance must be > num_buckets // 2 = {self.num_buckets // 2} for relative "
+                             f"positions, got {self.max_distance}")
         if self.rope_base <= 1.0:
             raise ValueError(f"pos.rope_base must be > 1, got {self.rope_base}")
         if self.scale is not None and self.scale <= 0:

@@ -144,7 +144,7 @@ def _packed_missing(pair_rank: dict[tuple[int, int], int], rank_id: list[int], b
         try:
             data = piece.encode("utf-8")
         except UnicodeEncodeError:
-            data = _fix_surrogates(piece).encode("utf-8")
+            data = fix_surrogates(piece).encode("utf-8")
         if table is False:
             ids = [byte_ids[b] for b in data]
         else:
@@ -181,8 +181,13 @@ def _packed_missing(pair_rank: dict[tuple[int, int], int], rank_id: list[int], b
     return missing
 
 
-def _fix_surrogates(text: str) -> str:
-    """Join valid surrogate pairs, replace lone surrogates by U+FFFD (tiktoken's rule)."""
+def fix_surrogates(text: str) -> str:
+    """Join valid surrogate pairs, replace lone surrogates by U+FFFD (tiktoken's rule); the encoder and the
+    trainer both use it, so they see the same text.
+
+    >>> fix_surrogates("\\ud83d\\ude00 \\ud83d") == "\\U0001f600 \\ufffd"
+    True
+    """
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 

@@ -78,6 +78,8 @@ def load_gpt2_files(
     optional "#version" header). Special tokens found in vocab.json keep their id there; others get new ids."""
     from tokenizer.tokenizer import Tokenizer
 
+    if isinstance(special_tokens, str):  # `text in "<|endoftext|>"` would match substrings such as "<"
+        raise ValueError(f"special_tokens must be a list of strings, not the string {special_tokens!r}")
     try:
         encoder = json.loads(Path(vocab_json).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

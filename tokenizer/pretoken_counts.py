@@ -16,7 +16,8 @@ The trainer never sees the corpus itself, only `{pre-token bytes: count}`; this 
   counts in this process, as does a corpus of fewer than `MIN_POOL_TASKS` chunks. Counts are added up, so the
   result does not depend on `workers` or chunking.
 
-Not handled: lone surrogates in `str` input are not valid Unicode; they are counted as U+FFFD, like invalid bytes.
+Not handled: surrogates in `str` input are not valid Unicode; as in the encoder (`bpe_encode.fix_surrogates`),
+a valid surrogate pair is read as its character and a lone surrogate as U+FFFD, like invalid bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from itertools import chain, islice
 
 import regex
 
+from tokenizer.bpe_encode import fix_surrogates
 from tokenizer.pretokenize import PATTERNS, special_splitter, split_special, splitter
 
 CHUNK_BYTES = 1024 * 1024  # file read / task size; tests set it small to exercise chunk boundaries
@@ -37,7 +39,7 @@ SLICE_CHARS = 256 * 1024  # count_texts pre-tokenizes at most about this much at
 MIN_POOL_TASKS = 3  # fewer chunks than this (about 3 MB) are counted in this process, whatever `workers` is
 REPLACEMENT_ERRORS = "archlab-count-replace"  # codecs error handler: like "replace", but counts what it replaces
 
-_replaced = [0]  # invalid UTF-8 sequences replaced so far (module-global; the file reader is single-threaded)
+_replaced = [0]  # invalid UTF-8 sequences replaced so far (module-global; the file readers are single-threaded)
 
 
 def _count_replace(exc: UnicodeDecodeError) -> tuple[str, int]:
@@ -148,6 +150,11 @@ def count_texts(texts: Sequence[str], pattern: str, specials: Sequence[str]) -> 
     split = splitter(pattern)  # = regex findall, with a faster path for ASCII text under gpt2/gpt4
     counts: Counter[str] = Counter()
     for text in texts:
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # surrogates: fixed before splitting, exactly as the encoder does
+                text = fix_surrogates(text)
         for piece, is_special in split_special(text, specials):
             if is_special:
                 continue
@@ -239,22 +246,15 @@ def _collect(item, total: Counter[str], on_batch: Callable[[int], None] | None) 
 
 def to_byte_counts(counts: Counter[str]) -> dict[bytes, int]:
     """{pre-token str: count} -> {UTF-8 bytes: count}, emptying `counts` as it goes (so the two maps are never
-    both whole in memory); lone surrogates become U+FFFD (their counts then add up)."""
+    both whole in memory). `count_texts` has already fixed surrogates, so every pre-token is valid text."""
     out: dict[bytes, int] = {}
     while counts:
         word, n = counts.popitem()
-        try:
-            key = word.encode("utf-8")
-        except UnicodeEncodeError:
-            key = _encode_lossy(word)
-        out[key] = out.get(key, 0) + n
+        out[word.encode("utf-8")] = n
     return out
 
 
-def _encode_lossy(word: str) -> bytes:
-    return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in word).encode("utf-8")
-
-
 def replaced_count() -> int:
-    """Invalid UTF-8 sequences replaced by the file reader since import (read before/after a run)."""
+    """Invalid UTF-8 sequences replaced since import by the readers that use REPLACEMENT_ERRORS (the training
+    file reader here, `stream.iter_binary_text`); read it before and after a run."""
     return _replaced[0]

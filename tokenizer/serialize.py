@@ -97,7 +97,7 @@ def tokenizer_from_dict(d: object, source: str = "tokenizer dict") -> Tokenizer:
     if d.get("vocab") is not None:
         vocab = {}
         for k, v in d["vocab"].items():
-            if not k.isdigit():
+            if not (k.isascii() and k.isdigit()):  # str.isdigit() alone accepts "²", which int() refuses
                 raise bad(f"vocab id {k!r} is not a non-negative integer")
             vocab[int(k)] = to_bytes(v, f"vocab entry {k}")
     specials = {}

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import regex
 
+from tokenizer.pretoken_counts import REPLACEMENT_ERRORS, replaced_count
 from tokenizer.pretokenize import special_splitter
 from tokenizer.serialize import default_mode
 
@@ -42,16 +43,6 @@ MIN_CHARS = 1 << 16  # buffer at least this many characters before encoding a ro
 READ_BYTES = 1 << 20  # encode_file read size
 
 _SPACE = regex.compile(r"\s")
-_REPLACE_ERRORS = "archlab-encode-replace"
-_replaced = [0]
-
-
-def _count_replace(exc: UnicodeDecodeError) -> tuple[str, int]:
-    _replaced[0] += 1
-    return "\ufffd", exc.end
-
-
-codecs.register_error(_REPLACE_ERRORS, _count_replace)
 
 
 def _is_space(ch: str) -> bool:
@@ -149,8 +140,9 @@ def sidecar_path(out: str | os.PathLike) -> Path:
 
 def iter_binary_text(f: BinaryIO, read_bytes: int = READ_BYTES) -> Iterator[str]:
     """A binary stream's UTF-8 text in chunks; newlines kept exactly (\\r\\n stays), invalid UTF-8 -> U+FFFD
-    (counted, see `replaced_count`); a multi-byte character cut between two reads is decoded whole."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors=_REPLACE_ERRORS)
+    (counted by the trainer's error handler, see `pretoken_counts.replaced_count`); a multi-byte character cut
+    between two reads is decoded whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors=REPLACEMENT_ERRORS)
     while raw := f.read(read_bytes):
         if text := decoder.decode(raw):
             yield text
@@ -162,11 +154,6 @@ def iter_file_text(path: str | os.PathLike, read_bytes: int = READ_BYTES) -> Ite
     """`iter_binary_text` over a file opened by path."""
     with open(path, "rb") as f:
         yield from iter_binary_text(f, read_bytes)
-
-
-def replaced_count() -> int:
-    """Invalid UTF-8 sequences replaced by U+FFFD so far in this process (by the readers above)."""
-    return _replaced[0]
 
 
 def write_token_file(
@@ -245,7 +232,10 @@ def read_token_file(out: str | os.PathLike):
     """np.memmap of a `.bin` written by encode_file, checked against its sidecar (needs numpy)."""
     import numpy as np
 
-    meta = json.loads(sidecar_path(out).read_text(encoding="utf-8"))
+    side = sidecar_path(out)
+    meta = json.loads(side.read_text(encoding="utf-8"))
+    if not isinstance(meta, dict) or meta.get("dtype") not in ("uint16", "uint32") or not isinstance(meta.get("count"), int):
+        raise ValueError(f"{side}: not a token-file sidecar (needs dtype uint16|uint32 and an integer count)")
     arr = np.memmap(out, dtype=np.dtype(meta["dtype"]).newbyteorder("<"), mode="r")
     if len(arr) != meta["count"]:
         raise ValueError(f"{out}: holds {len(arr)} ids but its sidecar says {meta['count']} (truncated?)")

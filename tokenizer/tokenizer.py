@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import chain
 from typing import Literal
 
-from tokenizer.bpe_encode import merge_cache, merge_ids
+from tokenizer.bpe_encode import fix_surrogates, merge_cache, merge_ids
 from tokenizer.pretokenize import PATTERNS, resolve_pattern, special_splitter, split_special, splitter
 
 AllowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
@@ -130,10 +130,6 @@ class Tokenizer:
             raise ValueError(f"unknown token id {id!r} (vocab_size {self.vocab_size})") from None
 
     # ------------------------------------------------------------------ encoding
-    def _encode_piece(self, piece: str) -> tuple[int, ...]:
-        """One pre-token -> ids (what the cache computes on a miss: `bpe_encode.merge_cache`)."""
-        return self._cache.encode_piece(piece)
-
     def encode_bytes_piece(self, data: bytes) -> list[int]:
         """Apply the merges to arbitrary bytes as ONE pre-token (no splitting, no specials).
 
@@ -154,7 +150,7 @@ class Tokenizer:
         except AttributeError:
             raise TypeError(f"encode needs a str, got {type(text).__name__}") from None
         except UnicodeEncodeError:
-            text = _fix_surrogates(text)  # lone surrogates are not valid text: U+FFFD, as tiktoken does
+            text = fix_surrogates(text)  # lone surrogates are not valid text: U+FFFD, as tiktoken does
         return list(chain.from_iterable(map(self._cache.__getitem__, self._findall(text))))
 
     def encode(
@@ -359,11 +355,6 @@ class Tokenizer:
         return isinstance(other, Tokenizer) and self.to_dict() == other.to_dict()
 
     __hash__ = None  # mutable-looking value type; use fingerprint() as a key
-
-
-def _fix_surrogates(text: str) -> str:
-    """Join valid surrogate pairs, replace lone surrogates by U+FFFD (tiktoken's rule)."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def default_vocab(merges: Sequence[tuple[bytes, bytes]]) -> dict[int, bytes]:

@@ -94,8 +94,8 @@ def train_bpe_from_iterator(texts: Iterable[str], vocab_size: int, special_token
                             pattern: str = "gpt2", workers: int | None = None, min_frequency: int = 1, *,
                             progress: bool | None = None, chunk_bytes: int | None = None) -> Tokenizer:
     """Train byte-level BPE on an iterable of strings, consumed once, streamed; each string is one document
-    (pre-tokens never span two strings). Same rules and arguments as `train_bpe`; strings with lone surrogates
-    (not valid Unicode) count them as U+FFFD.
+    (pre-tokens never span two strings). Same rules and arguments as `train_bpe`; surrogates (not valid
+    Unicode) are read as the encoder reads them: a valid pair as its character, a lone one as U+FFFD.
 
     >>> train_bpe_from_iterator(["aaabdaaabac"], vocab_size=259).merges  # doctest: +SKIP
     [(b'a', b'a'), (b'aa', b'a'), (b'aaa', b'b')]

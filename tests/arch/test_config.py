@@ -94,3 +94,13 @@ def test_registries_match_config_choices():
     assert set(MLPS) == set(ACTIVATIONS)
     assert set(ATTENTION) == set(ATTENTION_IMPLS)
     assert set(INITS) == set(INIT_SCHEMES)
+
+
+@pytest.mark.parametrize("max_distance", [8, 16])
+def test_relative_max_distance_must_exceed_the_exact_buckets(max_distance):
+    # with max_distance <= num_buckets // 2 the log-spaced buckets would be negative or nan (an index error or a
+    # silently wrapped bias row at run time); the config refuses it up front
+    with pytest.raises(ValueError, match="max_distance must be > num_buckets // 2 = 16"):
+        PosConfig(kind="relative", num_buckets=32, max_distance=max_distance)
+    PosConfig(kind="relative", num_buckets=32, max_distance=17)
+    PosConfig(kind="rope", num_buckets=32, max_distance=max_distance)  # fields other kinds ignore

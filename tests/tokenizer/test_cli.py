@@ -178,6 +178,9 @@ def test_encode_decode_errors(trained_dir, corpus, tmp_path, capsys):
     bad_ids.write_text("1 2 x3")
     big_id = tmp_path / "big.txt"
     big_id.write_text("1 99999")
+    bad_sidecar_bin = tmp_path / "ids.bin"
+    bad_sidecar_bin.write_bytes(b"\x01\x00\x02\x00")
+    (tmp_path / "ids.bin.json").write_text(json.dumps({"count": 2}))  # no dtype
     cases = {
         "corrupt or truncated": ["encode", "--tokenizer", str(truncated.parent), src],
         "unsupported tokenizer file version 7": ["encode", "--tokenizer", str(wrong_version), src],
@@ -187,6 +190,7 @@ def test_encode_decode_errors(trained_dir, corpus, tmp_path, capsys):
         "is a directory": ["encode", "--tokenizer", str(trained_dir), str(corpus)],
         "not a token id: 'x3'": ["decode", "--tokenizer", str(trained_dir), str(bad_ids)],
         "unknown token id 99999": ["decode", "--tokenizer", str(trained_dir), str(big_id)],
+        "not a token-file sidecar": ["decode", "--tokenizer", str(trained_dir), str(bad_sidecar_bin)],
         "invalid choice": ["convert", str(trained_dir), "--to", "sentencepiece"],
     }
     for expected, argv in cases.items():

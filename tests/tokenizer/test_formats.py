@@ -4,6 +4,7 @@ GPT-2 import; the byte-to-unicode table; and the incompatibility checks that mak
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 import tiktoken
@@ -156,3 +157,14 @@ def test_rank_bpe_is_tiktokens_rule():
     ranks = {bytes([i]): i for i in range(256)} | {b"ab": 256, b"bc": 257, b"abc": 258}
     assert rank_bpe(b"abc", ranks) == [258]
     assert rank_bpe(b"abcd", ranks) == [258, 100]
+
+
+def test_gpt2_files_refuse_special_tokens_given_as_one_string(tmp_path):
+    vocab = {c: b for b, c in bytes_to_unicode().items()} | {"<|endoftext|>": 256}
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
+    tok = Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt", special_tokens=["<|endoftext|>"])
+    assert tok.special_tokens == {"<|endoftext|>": 256} and tok.vocab_size == 257
+    # a bare string used to be searched for substrings ("<", "e", ...), so byte tokens turned into specials
+    with pytest.raises(ValueError, match="list of strings"):
+        Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt", special_tokens="<|endoftext|>")

@@ -61,6 +61,7 @@ def _bad_files(good: str) -> dict[str, str]:
         "bad special id": json.dumps({**d, "special_tokens": {EOT: -1}}),
         "bad pattern": json.dumps({**d, "pattern": "gpt9"}),
         "bad vocab id": json.dumps({**d, "vocab": {"x": "a"}}),
+        "non-ascii digit vocab id": json.dumps({**d, "vocab": {"\u00b2": "a"}}),  # "²".isdigit() is True
     }
 
 
@@ -73,6 +74,7 @@ def test_corrupt_files_raise_clear_value_errors(tmp_path):
         "other format": "not an archlab tokenizer file", "hf file": "Hugging Face", "list": "expected a JSON object",
         "bad merge": "not two tokens", "merge not in table": "not two tokens", "merges missing": "'merges'",
         "bad special id": "invalid id", "bad pattern": "unknown pattern", "bad vocab id": "not a non-negative integer",
+        "non-ascii digit vocab id": "not a non-negative integer",
     }
     for name, content in _bad_files(good.read_text(encoding="utf-8")).items():
         path = tmp_path / f"{name}.json"

@@ -322,3 +322,16 @@ def test_lone_surrogates_in_iterator_count_as_replacement_char():
     tok = quiet_train_iter(["a\ud800b a\ud800b"], 259, workers=1)
     assert tok.merges == reference_train(["a\ufffdb a\ufffdb"], 259)
     assert tok.merges[0] == (b"\xef", b"\xbf")  # U+FFFD is EF BF BD
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4"])
+def test_surrogates_in_iterator_are_read_as_the_encoder_reads_them(pattern):
+    # A valid surrogate pair is its character (as in Tokenizer.encode), not two U+FFFD; and the fix comes before
+    # splitting: under gpt4, "\U0001d400" (a letter) joins the next letters, which two raw surrogates would not.
+    pair, lone = "\ud83d\ude00", "\ud800"
+    texts = [f"x{pair}{pair} \ud835\udc00bc \ud835\udc00bc {lone}y {pair}"] * 3
+    fixed = [t.encode("utf-16", "surrogatepass").decode("utf-16", "replace") for t in texts]
+    assert fixed[0] == "x\U0001f600\U0001f600 \U0001d400bc \U0001d400bc \ufffdy \U0001f600"
+    tok = quiet_train_iter(texts, 266, pattern=pattern, workers=1)
+    assert tok.merges == reference_train(fixed, 266, pattern=pattern)
+    assert tok.encode(texts[0]) == tok.encode(fixed[0])
