@@ -39,6 +39,7 @@ from experiments.runs import (
     SHAPE_KEYS,
     short_key,
 )
+from experiments.tracking import flatten_config
 
 X_KEYS = ("tokens", "step", "flops", "time")
 BAD_STATUSES = ("diverged", "failed")
@@ -244,7 +245,7 @@ def run_extrap(run: Run) -> dict[tuple[str, float], float | None]:
     source: dict[str, Any] = {}
     ex = run.summary.get("extrap")
     if isinstance(ex, dict) and ex:
-        source = {(k if k.startswith("extrap/") else f"extrap/{k}"): v for k, v in _flat_slash(ex).items()}
+        source = {(k if k.startswith("extrap/") else f"extrap/{k}"): v for k, v in flatten_config(ex, sep="/").items()}
     else:
         for line in reversed(run.metrics):
             if any(k.startswith("extrap/") for k in line):
@@ -255,16 +256,6 @@ def run_extrap(run: Run) -> dict[tuple[str, float], float | None]:
         m = EXTRAP_RE.match(k)
         if m:
             out[(m["mode"], float(m["k"]))] = float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
-    return out
-
-
-def _flat_slash(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat_slash(v, f"{prefix}{k}/"))
-        else:
-            out[f"{prefix}{k}"] = v
     return out
 
 

@@ -24,6 +24,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from experiments.tracking import flatten_config
+
 RUN_MARKERS = ("summary.json", "metrics.jsonl")
 SKIP_DIRS = {".hydra", "checkpoints", "wandb", "report", "__pycache__", ".git"}
 STATUSES = ("completed", "diverged", "failed", "running")
@@ -81,14 +83,8 @@ class Run:
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested dict -> dotted keys. Example: {"model": {"pos": {"kind": "rope"}}} -> {"model.pos.kind": "rope"}"""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = tuple(v) if isinstance(v, list) else v  # hashable, so it can be a group key
-    return out
+    # lists become tuples: hashable, so they can be group keys
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in flatten_config(d, prefix=prefix.rstrip(".")).items()}
 
 
 def is_noise_key(key: str) -> bool:

@@ -18,8 +18,10 @@ from omegaconf import DictConfig
 
 
 def _status_lines(sweep_dir: Path) -> list[str]:
-    lines = []
-    for summary in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: p.parent.name):
+    from experiments.runs import _natural_key
+
+    lines = []  # in job order: 0_, 1_, ..., 10_ (a plain string sort puts 10_ before 2_)
+    for summary in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: _natural_key(p.parent)):
         try:
             s = json.loads(summary.read_text())
         except (OSError, json.JSONDecodeError):

@@ -77,12 +77,18 @@ def resolve_run_dir(c: dict[str, Any]) -> Path:
 
 
 def run_identity(run_dir: Path) -> tuple[str, list[str]]:
-    """(run name, overrides): Hydra's job overrides when run through Hydra, else the run dir's name."""
+    """(run name, overrides): Hydra's job overrides when run through Hydra, else the run dir's name.
+
+    The name leaves out the keys the sweep dir names leave out (`hydra.job.config.override_dirname.exclude_keys`:
+    experiment, logger, ...), so a pos_encodings job is `model/pos=rope,seed=1`; `overrides` keeps them all.
+    """
     hc = _hydra_runtime()
     if hc is None:
         return run_dir.name, []
     overrides = [str(o) for o in hc.overrides.task if not o.startswith(("hydra.", "hydra/"))]
-    return (",".join(overrides) or run_dir.name), overrides
+    exclude = set(OmegaConf.select(hc, "job.config.override_dirname.exclude_keys", default=None) or [])
+    named = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in exclude]
+    return (",".join(named) or run_dir.name), overrides
 
 
 def resolve_num_threads(requested: int | None, info: distributed.DistInfo) -> int | None:
@@ -140,16 +146,22 @@ def _history(run_dir: Path | None) -> dict[str, Any]:
                          "final_train_loss": None, "extrap": {}}
     for row in read_metrics(run_dir) if run_dir is not None else []:
         if "val/loss" in row:
-            h["final_val_loss"], h["final_val_bpb"] = row["val/loss"], row.get("val/bpb")
-            h["best_val_loss"] = row["val/loss"] if h["best_val_loss"] is None else min(h["best_val_loss"], row["val/loss"])
-            if row.get("val/bpb") is not None:
-                h["best_val_bpb"] = row["val/bpb"] if h["best_val_bpb"] is None else min(h["best_val_bpb"], row["val/bpb"])
-            extrap = {k: v for k, v in row.items() if k.startswith("extrap/")}
-            if extrap:
-                h["extrap"] = extrap
+            _record_eval(h, row)
         if "train/loss" in row:
             h["final_train_loss"] = row["train/loss"]
     return h
+
+
+def _record_eval(h: dict[str, Any], row: dict[str, Any]) -> None:
+    """Fold one eval row into the summary's final / best val values and last extrap values (in place)."""
+    h["final_val_loss"], h["final_val_bpb"] = row["val/loss"], row.get("val/bpb")
+    for key in ("val_loss", "val_bpb"):
+        v = row.get(key.replace("_", "/"))
+        if v is not None:
+            h[f"best_{key}"] = v if h[f"best_{key}"] is None else min(h[f"best_{key}"], v)
+    extrap = {k: v for k, v in row.items() if k.startswith("extrap/")}
+    if extrap:
+        h["extrap"] = extrap
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -201,6 +213,12 @@ def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) 
         log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", corpus.name, len(data.train), len(data.val),
                  tok.vocab_size, "cached" if tok_info["cached"] else f"trained in {tok_info['train_seconds']:.1f}s")
 
+    B, T, accum = int(tc["batch_size"]), int(tc["n_ctx"]), int(tc["grad_accum"])
+    generator = torch.Generator().manual_seed(rank_seed(seed, info.rank))
+    sampler = WindowSampler(data.train, T, B, generator)  # a training split shorter than n_ctx: ConfigError
+    if len(data.val) < T + 1:  # before the model is built (a huge n_ctx must not cost an allocation first)
+        raise ConfigError(f"the validation split has {len(data.val)} tokens, fewer than n_ctx + 1; raise data.val_fraction")
+
     # -- model: vocab_size from the tokenizer, shape solved if model.shape is set --------------------------------
     mcfg = model_config(c["model"], vocab_size=tok.vocab_size)
     resolved_model = {**mcfg.to_dict(), "shape": c["model"].get("shape")}
@@ -212,13 +230,8 @@ def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) 
     torch.manual_seed(rank_seed(seed, info.rank))  # dropout masks differ per rank
     optimizer = build_optimizer(model, c["optim"], device)
 
-    B, T, accum = int(tc["batch_size"]), int(tc["n_ctx"]), int(tc["grad_accum"])
     tokens_per_step = B * T * accum * info.world_size
     total_steps = math.ceil(int(tc["tokens"]) / tokens_per_step) if tc.get("tokens") else int(tc["steps"])
-    generator = torch.Generator().manual_seed(rank_seed(seed, info.rank))
-    sampler = WindowSampler(data.train, T, B, generator)
-    if len(data.val) < T + 1:
-        raise ConfigError(f"the validation split has {len(data.val)} tokens, fewer than n_ctx + 1; raise data.val_fraction")
 
     # -- resume ---------------------------------------------------------------------------------------------------
     step, tokens, elapsed, resumed = 0, 0, 0.0, False
@@ -295,12 +308,7 @@ def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) 
                                                 batch_size=int(tc["eval_batch_size"])))
         row["time"] = time.perf_counter() - t_start
         tracker.log(row, step=step)
-        hist["final_val_loss"], hist["final_val_bpb"] = row["val/loss"], row["val/bpb"]
-        hist["best_val_loss"] = min(v for v in (hist["best_val_loss"], row["val/loss"]) if v is not None)
-        hist["best_val_bpb"] = min(v for v in (hist["best_val_bpb"], row["val/bpb"]) if v is not None)
-        extrap = {k: v for k, v in row.items() if k.startswith("extrap/")}
-        if extrap:
-            hist["extrap"] = extrap
+        _record_eval(hist, row)
 
     def checkpoint() -> None:
         states = distributed.gather_objects({**rng_state(), "data": generator.get_state()})
@@ -404,7 +412,9 @@ def _is_multirun() -> bool:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """CLI entry: train(cfg); a ConfigError is one line on stderr (exit 2 for a single run; in a sweep the
-    other jobs go on). Returns the final val loss (for Hydra sweepers that optimise it)."""
+    other jobs go on). In a sweep any other exception is logged (the run's summary.json says `failed`) and the
+    sweep goes on: re-raised, Hydra's sweeper would stop at it after the batch, skipping the status list and
+    the report. Returns the final val loss (for Hydra sweepers that optimise it)."""
     try:
         summary = train(cfg)
     except ConfigError as e:
@@ -412,6 +422,11 @@ def main(cfg: DictConfig) -> float | None:
         if _is_multirun():
             return None
         sys.exit(2)
+    except Exception:
+        if not _is_multirun():
+            raise
+        log.exception("run failed; the sweep goes on")
+        return None
     return summary.get("final_val_loss")
 
 

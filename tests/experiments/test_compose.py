@@ -78,9 +78,13 @@ def test_experiments_sweep_what_they_say(cache_dir):
 
     assert params("pos_encodings")["model/pos"].split(",") == ["learned", "sinusoidal", "relative", "alibi", "rope", "none"]
     assert len(params("pos_encodings")["seed"].split(",")) == 3
+    # the grids of docs/experiments.md: pre/post x warmup 0/100 x 3 seeds; n_layers 1..16 x 3 seeds; 4 encodings
     assert set(params("norm_placement")["model.norm"].split(",")) == {"pre", "post"}
-    assert "0" in params("norm_placement")["schedule.warmup_steps"].split(",")
-    assert len(params("depth_vs_width")["model.shape.n_layers"].split(",")) >= 4
+    assert params("norm_placement")["schedule.warmup_steps"].split(",") == ["0", "100"]
+    assert params("depth_vs_width")["model.shape.n_layers"].split(",") == ["1", "2", "4", "8", "16"]
+    for name in ("norm_placement", "depth_vs_width"):
+        assert params(name)["seed"].split(",") == ["0", "1", "2"], name
+    assert params("demo")["model/pos"].split(",") == ["learned", "sinusoidal", "alibi", "rope"]
 
 
 def test_depth_vs_width_shapes_share_one_budget(cache_dir):
@@ -95,7 +99,7 @@ def test_depth_vs_width_shapes_share_one_budget(cache_dir):
         assert mc.n_layers == n_layers
         counts[n_layers] = count_params(mc, non_embedding=True)
     budget = 800_000
-    assert all(abs(n - budget) / budget < 0.1 for n in counts.values()), counts
+    assert all(abs(n - budget) / budget < 0.03 for n in counts.values()), counts  # "within ~3%" (the yaml)
 
 
 def test_model_presets_state_their_real_non_embedding_count():

@@ -57,3 +57,23 @@ def test_a_diverging_job_does_not_stop_the_sweep(cli_env, tmp_path):
     statuses = sorted(json.loads(p.read_text())["status"] for p in (tmp_path / "sweep").glob("*/summary.json"))
     assert statuses == ["completed", "diverged"]
     assert "python -m experiments.compare" in proc.stderr
+
+
+def test_a_failing_job_does_not_end_the_sweep(monkeypatch, caplog):
+    # Hydra's BasicSweeper re-raises a job's exception after the batch, which skipped the sweep callback
+    # (status lines + report); in a multirun, main() logs the failure and returns instead.
+    from omegaconf import OmegaConf
+
+    from experiments import train as train_mod
+
+    def boom(cfg):
+        raise RuntimeError("out of disk")
+
+    monkeypatch.setattr(train_mod, "train", boom)
+    cfg = OmegaConf.create({})
+    monkeypatch.setattr(train_mod, "_is_multirun", lambda: True)
+    assert train_mod.main.__wrapped__(cfg) is None
+    assert "out of disk" in caplog.text
+    monkeypatch.setattr(train_mod, "_is_multirun", lambda: False)  # a single run still raises
+    with pytest.raises(RuntimeError, match="out of disk"):
+        train_mod.main.__wrapped__(cfg)

@@ -95,3 +95,34 @@ def test_cuda_bf16_run(make_cfg):
     summary = train(make_cfg("train.device=cuda", "train.dtype=auto"))
     assert summary["status"] == "completed" and summary["device"].startswith("cuda")
     assert math.isfinite(summary["final_val_loss"])
+
+
+def test_n_ctx_longer_than_the_data_is_a_config_error_before_the_model_is_built(make_cfg, monkeypatch):
+    # n_ctx=100000 on the embedded corpus: the causal mask alone would be 40 GB, so the data check must come first
+    import arch
+
+    from experiments.errors import ConfigError
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("build_model called before the token counts were checked")
+
+    monkeypatch.setattr(arch, "build_model", no_model)
+    with pytest.raises(ConfigError, match="n_ctx"):
+        train(make_cfg("train.n_ctx=100000", "model/pos=rope"))
+
+
+def test_run_name_leaves_out_the_keys_the_sweep_dir_names_leave_out(monkeypatch, tmp_path):
+    # docs/wandb.md: the wandb name of a pos_encodings job is `model/pos=rope,seed=1`, not `...,experiment=...`
+    from omegaconf import OmegaConf
+
+    from experiments import train as train_mod
+
+    hc = OmegaConf.create({
+        "overrides": {"task": ["model/pos=rope", "seed=1", "experiment=pos_encodings", "logger=disabled",
+                               "hydra/launcher=joblib_2"]},
+        "job": {"config": {"override_dirname": {"exclude_keys": ["experiment", "logger", "hydra/launcher"]}}},
+    })
+    monkeypatch.setattr(train_mod, "_hydra_runtime", lambda: hc)
+    name, overrides = train_mod.run_identity(tmp_path / "3_model.pos=rope,seed=1")
+    assert name == "model/pos=rope,seed=1"
+    assert overrides == ["model/pos=rope", "seed=1", "experiment=pos_encodings", "logger=disabled"]
