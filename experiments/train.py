@@ -281,7 +281,7 @@ def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) 
                           name=run_name, tags=list(lg.get("tags") or []), job_type=lg.get("job_type", "train"),
                           resume_from_step=step if resumed else None)
     hist = _history(run_dir if (is_main and resumed) else None)
-    peak = flops_lib.peak_flops(device) if is_main else 1.0
+    peak = flops_lib.peak_flops(device, cache_dir=cache_dir) if is_main else 1.0
 
     def summary(status: str, **extra: Any) -> dict[str, Any]:
         wall = time.perf_counter() - t_start
