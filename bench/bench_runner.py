@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CONF = REPO / "conf"
 POS = "learned,sinusoidal,alibi,rope"
 
 
@@ -61,16 +60,6 @@ def tiny_overrides(run_dir: Path, steps: int, device: str, logger: str, threads:
         f"train.run_dir={run_dir}",
         f"train.num_threads={'null' if threads is None else threads}",
     ]
-
-
-def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    import experiments.resolvers  # noqa: F401  (registers ${archlab_dirname:...})
-
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=overrides)
 
 
 def train_step_times(run_dir: Path, warmup: int) -> list[float]:
@@ -199,20 +188,22 @@ def bench_overhead(args: argparse.Namespace, work: Path) -> dict:
     """
     import torch
 
+    from experiments.compose import compose_config
+
     threads = args.threads
     # warm-up: tokenizer training / token caching and lazy imports happen here, not in the timed runs
-    timed_train(compose(tiny_overrides(work / "overhead_warmup", 2, args.device, "disabled", threads)))
+    timed_train(compose_config(tiny_overrides(work / "overhead_warmup", 2, args.device, "disabled", threads)))
     results = {}
     for logger in args.loggers:
-        timed_train(compose(tiny_overrides(work / f"overhead_warmup_{logger}", 2, args.device, logger, threads)))
+        timed_train(compose_config(tiny_overrides(work / f"overhead_warmup_{logger}", 2, args.device, logger, threads)))
         if logger != "disabled":
             print(f"[overhead] logger={logger}: WANDB_MODE={os.environ.get('WANDB_MODE', '(unset)')}", flush=True)
         reps = []
         for rep in range(args.repeats):
             long_steps, short_steps = args.steps, max(args.warmup + 2, args.steps // 3)
             long_dir, short_dir = work / f"overhead_{logger}_{rep}_long", work / f"overhead_{logger}_{rep}_short"
-            cpu_short, wall_short = timed_train(compose(tiny_overrides(short_dir, short_steps, args.device, logger, threads)))
-            cpu_long, wall_long = timed_train(compose(tiny_overrides(long_dir, long_steps, args.device, logger, threads)))
+            cpu_short, wall_short = timed_train(compose_config(tiny_overrides(short_dir, short_steps, args.device, logger, threads)))
+            cpu_long, wall_long = timed_train(compose_config(tiny_overrides(long_dir, long_steps, args.device, logger, threads)))
             train_cpu = (cpu_long - cpu_short) / (long_steps - short_steps)
             train_wall = statistics.median(train_step_times(long_dir, args.warmup))
             torch.set_num_threads(threads or torch.get_num_threads())

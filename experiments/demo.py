@@ -23,28 +23,18 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from experiments.compose import compose_config
+
 POS_DEFAULT = "learned,sinusoidal,alibi,rope"
 QUICK = {"pos": "learned,rope", "tokens": 50_000, "extra": ["train.eval_interval=20", "train.eval_batches=5",
                                                             "train.extrap_max_tokens=4096"]}
-
-
-def compose(overrides: list[str]):
-    """conf/train.yaml composed with `overrides` (Hydra compose API, no output dir, no cwd change)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=overrides)
 
 
 def _run_one(overrides: list[str]) -> dict[str, Any]:
     """One sweep point in a worker process (top level so the spawn pool can pickle it)."""
     from experiments.train import train
 
-    return train(compose(overrides))
+    return train(compose_config(overrides))
 
 
 def tokenizer_stats(cache_dir: str, vocab_size: int) -> dict[str, Any]:
@@ -53,7 +43,7 @@ def tokenizer_stats(cache_dir: str, vocab_size: int) -> dict[str, Any]:
     from experiments.data import load_corpus
     from experiments.tokenize_cache import get_token_data, get_tokenizer
 
-    c = to_plain(compose(["experiment=demo", f"data.cache_dir='{cache_dir}'", f"tokenizer.vocab_size={vocab_size}"]))
+    c = to_plain(compose_config(["experiment=demo", f"data.cache_dir='{cache_dir}'", f"tokenizer.vocab_size={vocab_size}"]))
     t0 = time.perf_counter()
     corpus = load_corpus(c["data"])
     tok, info = get_tokenizer(corpus, c["tokenizer"], cache_dir, progress=True)
@@ -109,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     points = [[*common, f"model/pos={kind}", f"train.run_dir='{out / f'{i}_model.pos={kind}'}'"] for i, kind in enumerate(pos)]
     try:
         for overrides in points:  # every config error before any work
-            validate(compose(overrides))
+            validate(compose_config(overrides))
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2

@@ -138,7 +138,7 @@ def evaluate_model(
             if i == 0 and attn_entropy:
                 out.update(attention_entropies(model, inputs))
     loss = total_nats / total_tokens
-    metrics = {"val/loss": loss, "val/ppl": math.exp(min(loss, 700.0)), "val/bpb": loss / math.log(2) / bytes_per_token}
+    metrics = {"val/loss": loss, "val/ppl": math.exp(min(loss, 700.0)), "val/bpb": bits_per_byte(loss, bytes_per_token)}
     return {**metrics, **out}
 
 

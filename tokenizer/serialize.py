@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokenizer.formats import bytes_to_unicode, unicode_to_bytes
+from tokenizer.formats import token_to_unicode, unicode_to_bytes
 
 if TYPE_CHECKING:
     from tokenizer.tokenizer import Tokenizer
@@ -37,21 +37,16 @@ FILE_NAME = "tokenizer.json"  # what a directory path resolves to
 
 def tokenizer_to_dict(tok: Tokenizer) -> dict:
     """The canonical JSON-able dict of a tokenizer."""
-    table = bytes_to_unicode()
-
-    def text(b: bytes) -> str:
-        return "".join(table[x] for x in b)
-
     vocab = None
     if not tok._default_layout:
-        vocab = {str(i): text(b) for i, b in sorted(tok._base.items())}
+        vocab = {str(i): token_to_unicode(b) for i, b in sorted(tok._base.items())}
     return {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "pattern": tok.pattern,
         "special_tokens": dict(sorted(tok.special_tokens.items(), key=lambda kv: kv[1])),
         "vocab": vocab,
-        "merges": [f"{text(a)} {text(b)}" for a, b in tok._merges],
+        "merges": [f"{token_to_unicode(a)} {token_to_unicode(b)}" for a, b in tok._merges],
     }
 
 

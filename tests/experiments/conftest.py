@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+
+from experiments.compose import compose_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -43,12 +43,6 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("archlab_cache")
 
 
-def compose_cfg(overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides)
-
-
 @pytest.fixture
 def make_cfg(cache_dir, tmp_path, monkeypatch):
     """make_cfg(*overrides, run_dir=None) -> DictConfig with TINY + overrides; run_dir defaults to tmp_path/run."""
@@ -57,7 +51,7 @@ def make_cfg(cache_dir, tmp_path, monkeypatch):
 
     def make(*overrides: str, run_dir: Path | None = None):
         run_dir = run_dir or tmp_path / "run"
-        return compose_cfg([*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run_dir}", *overrides])
+        return compose_config([*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run_dir}", *overrides])
 
     return make
 

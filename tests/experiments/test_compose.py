@@ -18,7 +18,9 @@ from experiments.config_check import validate
 from experiments.errors import ConfigError
 from experiments.train import train
 
-from .conftest import CONF, PYTHON, REPO, compose_cfg
+from experiments.compose import compose_config
+
+from .conftest import CONF, PYTHON, REPO
 
 GROUPS = ["model", "model/pos", "data", "tokenizer", "optim", "schedule", "train", "logger", "experiment"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
@@ -50,7 +52,7 @@ def required_values(tmp_path, cache_dir):
 @pytest.mark.parametrize("group,option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_option_composes_and_validates(group, option, required_values, cache_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a hub preset (tinystories) is checked without the network
-    cfg = compose_cfg(["logger=disabled", f"data.cache_dir={cache_dir}", f"{group}={option}",
+    cfg = compose_config(["logger=disabled", f"data.cache_dir={cache_dir}", f"{group}={option}",
                        *required_values.get((group, option), [])])
     c = validate(cfg)
     if group == "model/pos":
@@ -63,12 +65,7 @@ def test_option_composes_and_validates(group, option, required_values, cache_dir
 def test_launcher_options_compose(option, cache_dir):
     if importlib.util.find_spec(LAUNCHER_PLUGINS.get(option, "hydra")) is None:
         pytest.skip(f"launcher plugin for {option} is not installed (pip install -e '.[slurm]')")
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("train", overrides=[f"hydra/launcher={option}"], return_hydra_config=True)
+    cfg = compose_config([f"hydra/launcher={option}"], return_hydra_config=True)
     assert "_target_" in cfg.hydra.launcher
 
 
@@ -93,7 +90,7 @@ def test_depth_vs_width_shapes_share_one_budget(cache_dir):
 
     counts = {}
     for n_layers in (1, 2, 4, 8, 16):
-        c = validate(compose_cfg(["logger=disabled", f"data.cache_dir={cache_dir}", "experiment=depth_vs_width",
+        c = validate(compose_config(["logger=disabled", f"data.cache_dir={cache_dir}", "experiment=depth_vs_width",
                                   f"model.shape.n_layers={n_layers}"]))
         mc = model_config(c["model"], vocab_size=1024)
         assert mc.n_layers == n_layers

@@ -1,0 +1,26 @@
+"""conf/train.yaml composed with Hydra's compose API, for code that runs outside `@hydra.main`.
+
+The demo, the benchmarks and the tests build run configs this way: no output dir is made and the cwd is not
+changed. The `${archlab_dirname:...}` resolver is registered first, so sweep-dir interpolations resolve.
+Not handled: multirun sweeps (`-m`), which need the Hydra entry point `python -m experiments.train`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_config(overrides: list[str], *, return_hydra_config: bool = False) -> DictConfig:
+    """compose_config(["model/pos=rope", "train.steps=3"]) -> the composed DictConfig of conf/train.yaml."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from experiments import resolvers  # noqa: F401  (registers ${archlab_dirname:...} on import)
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides, return_hydra_config=return_hydra_config)
