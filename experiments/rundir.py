@@ -1,0 +1,269 @@
+"""The run dir: the one owner of its layout, its file formats and the atomic write behind them.
+
+    <run dir>/config.yaml      the fully resolved config (YAML)
+    <run dir>/metrics.jsonl    one JSON object per line, appended as the run goes (a torn last line is skipped)
+    <run dir>/summary.json     status + final numbers, replaced atomically (readers see old or new, never half)
+    <run dir>/checkpoints/     last.pt (exact resume)
+    <run dir>/wandb/           offline wandb files, when wandb logged the run
+    <run dir>/.hydra/          Hydra's own record of the composed config (Hydra writes it, not archlab)
+
+Writers (the trainer, the tracker, the sweep callback) and readers (compare, the sweep callback, `load_run`) go
+through this module instead of spelling file names or writing temp files themselves.
+
+Statuses in summary.json: `running` (written when the loop starts; a run killed by SIGKILL keeps it),
+`completed`, `diverged` (non-finite loss/grad norm), `interrupted` (Ctrl-C / SIGTERM, checkpoint saved),
+`failed` (an exception or a config error; `error` holds the reason).
+
+Starting a run never replaces another run's files unless asked: `check_can_start` refuses a dir that already
+holds any of the files a run writes, unless the caller resumes it (`train.resume=true`) or asked to replace it
+(`train.overwrite=true`, which removes exactly the files a run writes and nothing else).
+Not handled: locking against two processes writing one run dir at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+SUMMARY = "summary.json"
+CKPT_DIR = "checkpoints"
+WANDB_DIR = "wandb"
+HYDRA_DIR = ".hydra"
+# Everything a run writes into its dir (files and dirs); `overwrite` removes exactly these.
+RUN_OUTPUTS = (CONFIG, METRICS, SUMMARY, CKPT_DIR, WANDB_DIR)
+# A dir holding one of these is a run dir (compare, the sweep callback).
+RUN_MARKERS = (SUMMARY, METRICS)
+
+STATUSES = ("running", "completed", "diverged", "interrupted", "failed")
+
+
+class RunDirError(ValueError):
+    """A run dir that cannot be used as asked; the message is one line that says what to do."""
+
+
+# ---------------------------------------------------------------------------------------------------- atomic write
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[Any]], object], *, binary: bool) -> None:
+    """Call `write(f)` on a temp file beside `path`, then atomically move it to `path` (parents are created).
+
+    Temp file in the same directory + flush + fsync + os.replace (atomic on POSIX and Windows within one
+    filesystem), so a reader or a run killed at any instant sees the old file or the new one, never a torn one.
+    Not handled: fsync of the directory entry itself.
+
+    >>> atomic_write("summary.json", lambda f: f.write("{}"), binary=False)
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def to_json(value: Any) -> Any:
+    """json.dumps `default=` hook: numpy / torch scalars (anything with .item()), arrays, paths."""
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """`obj` as indented JSON, written atomically."""
+
+    def write(f) -> None:
+        json.dump(obj, f, indent=2, default=to_json)
+        f.write("\n")
+
+    atomic_write(path, write, binary=False)
+
+
+# ---------------------------------------------------------------------------------------------------- the layout
+
+
+class RunDir:
+    """Paths and readers/writers of one run dir. `RunDir(p).summary_path`, `.read_summary()`, ..."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / CKPT_DIR
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.checkpoint_dir / "last.pt"
+
+    @property
+    def hydra_config_path(self) -> Path:
+        return self.path / HYDRA_DIR / CONFIG
+
+    # -- what is there
+
+    def run_outputs(self) -> list[Path]:
+        """The run-written files/dirs that exist now (config.yaml, metrics.jsonl, summary.json, checkpoints/, wandb/)."""
+        return [self.path / name for name in RUN_OUTPUTS if (self.path / name).exists()]
+
+    def holds_run(self) -> bool:
+        """True when a run has written anything here (a fresh Hydra dir holding only .hydra/ does not count)."""
+        return bool(self.run_outputs())
+
+    def is_run(self) -> bool:
+        """A dir compare reads as a run: it holds summary.json or metrics.jsonl."""
+        return any((self.path / m).is_file() for m in RUN_MARKERS)
+
+    # -- readers (never raise on a half-written or missing file; a garbage summary reads as None)
+
+    def read_summary(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.summary_path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """All complete lines of metrics.jsonl, oldest first (torn or non-object lines are skipped)."""
+        try:
+            text = self.metrics_path.read_text()
+        except OSError:
+            return []
+        rows = []
+        for raw in text.splitlines():
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                rows.append(obj)
+        return rows
+
+    def read_config(self) -> dict[str, Any] | None:
+        """config.yaml as a plain dict, else .hydra/config.yaml (interpolations resolved where possible), else None.
+
+        Raises RunDirError for a file that is not YAML."""
+        import yaml
+
+        for candidate in (self.config_path, self.hydra_config_path):
+            if not candidate.is_file():
+                continue
+            try:
+                data = yaml.safe_load(candidate.read_text())
+            except yaml.YAMLError as e:
+                raise RunDirError(f"cannot parse {candidate}: {str(e).splitlines()[0]}") from None
+            if candidate == self.hydra_config_path:
+                try:
+                    from omegaconf import OmegaConf
+
+                    data = OmegaConf.to_container(OmegaConf.load(candidate), resolve=True)
+                except Exception:  # noqa: BLE001 - ${hydra:...} outside Hydra: keep the raw values
+                    pass
+            return data if isinstance(data, dict) else {}
+        return None
+
+    # -- writers
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        import yaml
+
+        atomic_write(self.config_path, lambda f: yaml.safe_dump(config, f, sort_keys=False), binary=False)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write_json(self.summary_path, summary)
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        """One JSON line, flushed (not atomic: a kill mid-line leaves a torn last line that readers skip)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.metrics_path, "a") as f:
+            f.write(json.dumps(row, default=to_json) + "\n")
+
+    def truncate_metrics(self, step: int) -> int:
+        """Keep the complete lines with `step <= step` (rewritten atomically); returns how many were kept."""
+        if not self.metrics_path.exists():
+            return 0
+        kept = []
+        for line in self.metrics_path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("step", -math.inf) <= step:
+                kept.append(line)
+        atomic_write(self.metrics_path, lambda f: f.write("".join(line + "\n" for line in kept)), binary=False)
+        return len(kept)
+
+    def remove_run_outputs(self) -> list[Path]:
+        """Delete exactly the run-written files/dirs (RUN_OUTPUTS); anything else in the dir is kept."""
+        removed = self.run_outputs()
+        for p in removed:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        return removed
+
+    # -- starting a run
+
+    def check_can_start(self, *, resume: bool, overwrite: bool) -> None:
+        """Refuse to start a fresh run over another run's files (one-line RunDirError), unless resuming or overwriting.
+
+        Also refuses a path that exists and is not a directory, and a dir that cannot be written. Does not delete
+        anything: with `overwrite`, call `remove_run_outputs()` after this returns.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"run dir {self.path} exists and is not a directory")
+        if resume and overwrite:
+            raise RunDirError("train.resume=true and train.overwrite=true contradict each other; pass one")
+        if self.path.is_dir() and not os.access(self.path, os.W_OK | os.X_OK):
+            raise RunDirError(f"run dir {self.path} is not writable")
+        if not self.path.exists():
+            parent = next((p for p in self.path.parents if p.exists()), None)
+            if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
+                raise RunDirError(f"run dir {self.path} cannot be created: {parent} is not a writable directory")
+        if resume or overwrite or not self.holds_run():
+            return
+        names = ", ".join(p.name for p in self.run_outputs())
+        raise RunDirError(
+            f"run dir {self.path} already holds a run ({names}); pass train.resume=true to continue it, "
+            f"train.overwrite=true to replace it, or choose another dir"
+        )
+
+
+def is_run_dir(path: str | os.PathLike) -> bool:
+    return RunDir(path).is_run()
