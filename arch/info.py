@@ -1,6 +1,7 @@
 """`python -m arch.info`: parameter and FLOP accounting for well-known model shapes (GPT-2, GPT-3).
 
-PRESETS is a plain dict registry of `ModelConfig`s, usable elsewhere (`from arch.info import PRESETS`).
+PRESETS here is name -> `ModelConfig` of the published presets (`from arch.info import PRESETS`), built from
+arch.presets.PRESETS (name -> the fields that differ from ModelConfig's defaults, shared with conf/model/).
 The table is closed-form arithmetic from `arch.accounting`; nothing is built, so GPT-3 175B prints instantly.
 The presets reproduce the published shapes (vocab 50257, learned positions, biases, tied embeddings, pre-LN,
 GELU); GPT-3's alternating sparse attention layers have the same parameter count as dense ones.
@@ -18,25 +19,13 @@ import json
 import sys
 
 from arch.accounting import count_params, flops_per_token, kaplan_params
-from arch.config import ModelConfig, PosConfig
+from arch.config import ModelConfig
+from arch.presets import GPT2_VOCAB, PUBLISHED_N_CTX, preset_config
 
 
-def _gpt(n_layers: int, d_model: int, n_heads: int, n_ctx: int) -> ModelConfig:
-    """GPT-2 / GPT-3 architecture at the given shape (the ModelConfig defaults, spelled out)."""
-    return ModelConfig(
-        vocab_size=50257, n_ctx=n_ctx, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
-        activation="gelu", pos=PosConfig(kind="learned"), norm="pre", norm_type="layernorm",
-        bias=True, tie_embeddings=True,
-    )  # fmt: skip
-
-
-# name -> config. GPT-2: Radford et al. 2019 table 2 (d_head 64); GPT-3: Brown et al. 2020 table 2.1.
+# name -> ModelConfig of the published shapes, built from arch.presets (the one source of the shapes).
 PRESETS: dict[str, ModelConfig] = {
-    "gpt2-small": _gpt(12, 768, 12, 1024),  # 124,439,808 params (the HF checkpoint's count)
-    "gpt2-medium": _gpt(24, 1024, 16, 1024),
-    "gpt2-large": _gpt(36, 1280, 20, 1024),
-    "gpt2-xl": _gpt(48, 1600, 25, 1024),
-    "gpt3-175b": _gpt(96, 12288, 96, 2048),  # d_head 128
+    name: preset_config(name, vocab_size=GPT2_VOCAB, n_ctx=n_ctx) for name, n_ctx in PUBLISHED_N_CTX.items()
 }
 
 

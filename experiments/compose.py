@@ -1,7 +1,11 @@
-"""conf/train.yaml composed with Hydra's compose API, for code that runs outside `@hydra.main`.
+"""Where the Hydra configs live (CONF_DIR, the one place), and conf/train.yaml composed with Hydra's compose API.
 
-The demo, the benchmarks and the tests build run configs this way: no output dir is made and the cwd is not
-changed. The `${archlab_dirname:...}` resolver is registered first, so sweep-dir interpolations resolve.
+CONF_DIR is what `@hydra.main` in experiments/train.py, compose_config, experiments.cli_precheck, the tests and
+the docs use. In a source checkout (and an editable install) it is the repo's `conf/`; a non-editable install
+ships the same files as the data package `experiments/conf` (pyproject.toml maps conf/ there), found first.
+
+compose_config: the demo, the benchmarks and the tests build run configs this way: no output dir is made and the
+cwd is not changed. The `${archlab_dirname:...}` resolver is registered first, so sweep-dir interpolations resolve.
 Not handled: multirun sweeps (`-m`), which need the Hydra entry point `python -m experiments.train`.
 """
 
@@ -11,7 +15,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def conf_dir() -> Path:
+    """The config dir: `experiments/conf` inside an installed package, else `<repo>/conf` (source checkout)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "conf"
+    return installed if (installed / "train.yaml").is_file() else here.parent / "conf"
+
+
+CONF_DIR = conf_dir()
 
 
 def compose_config(overrides: list[str], *, return_hydra_config: bool = False) -> DictConfig:

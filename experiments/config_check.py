@@ -1,15 +1,21 @@
 """Early validation of a composed run config, and the one conversion cfg.model -> arch.ModelConfig.
 
-`validate(cfg)` resolves every interpolation, checks every group against its registry (schedules, optimizers,
-loggers, data sources, split patterns), builds the ModelConfig (so a bad shape such as d_model not divisible by
-n_heads fails here) and checks local paths and hub reachability, all before any data is read. Each failure is a
-single `ConfigError` whose message names the key and the valid choices. Hydra itself rejects unknown group
-options and unknown keys (struct mode) before this runs.
-Not handled: checks that need the data (corpus shorter than n_ctx is caught when the token arrays exist).
+`validate(cfg)` resolves every interpolation, checks every value against one table (`rules()`: key -> type,
+range or registry choices, e.g. `optim.lr` a number > 0, `optim.betas` two numbers in [0, 1)), builds the
+ModelConfig (so a bad shape such as d_model not divisible by n_heads fails here) and checks local paths and hub
+reachability, all before any data is read. Each failure is a single `ConfigError` shaped `<key>: <why>`, e.g.
+`seed: must be an integer >= 0, got 'abc'` or `model.norm: unknown value 'mid'; choose from post, pre, sandwich`.
+Unknown group options and unknown keys on the command line are caught earlier by experiments.cli_precheck
+(Hydra's struct mode otherwise).
+Not handled: data.* values (experiments.data.check_source owns them); checks that need the data (a corpus
+shorter than n_ctx is caught when the token arrays exist).
 """
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -32,7 +38,7 @@ def to_plain(cfg: DictConfig | dict) -> dict[str, Any]:
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:
         key = getattr(e, "full_key", None) or "a value"
-        raise ConfigError(f"{key} is required but not set (it is ??? in the config); pass {key}=...") from None
+        raise ConfigError(f"{key}: is required but not set (it is ??? in the config); pass {key}=...") from None
     except OmegaConfBaseException as e:
         msg = str(e).splitlines()[0]
         key = getattr(e, "full_key", None)
@@ -71,98 +77,235 @@ def model_config(model: dict[str, Any], vocab_size: int):
         raise ConfigError(f"model: {e}") from None
 
 
-def _positive_int(section: dict[str, Any], key: str, where: str, allow_none: bool = False) -> None:
-    v = section.get(key)
-    if v is None and allow_none:
-        return
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise ConfigError(f"{where}.{key} must be a positive integer{' or null' if allow_none else ''}, got {v!r}")
+# -- the table: key -> what it must be ------------------------------------------------------------------------
+# One Rule per key a user can set. `check(value) -> None | why` returns the reason a value is wrong; validate()
+# reports it as `<key>: <why>`. Keys absent from the composed config are not checked (the consumer's default
+# applies); choices that live in a registry are filled in from that registry by rules().
 
 
-def _choice(value: Any, choices, key: str) -> None:
-    if value not in choices:
-        raise ConfigError(f"unknown {key} {value!r}; choose from {sorted(choices)}")
+@dataclass(frozen=True)
+class Rule:
+    """What one config value must be: kind in int | number | bool | str | choice | numbers | ints | strs."""
+
+    kind: str
+    lo: float | None = None  # bound on the value (int/number) or on each item (numbers/ints)
+    hi: float | None = None
+    lo_open: bool = False  # True: value > lo (else >=)
+    hi_open: bool = False  # True: value < hi (else <=)
+    nullable: bool = False
+    choices: tuple = ()
+    length: int | None = None  # numbers/ints/strs: exact item count
+
+    def check(self, v: Any) -> str | None:
+        """None if v is allowed, else why not (no key in it): `must be an integer >= 1, got 'abc'`."""
+        if v is None:
+            return None if self.nullable else f"must be {self.describe()}, got null"
+        if self.kind == "choice":
+            return None if v in self.choices else f"unknown value {v!r}; choose from {', '.join(map(str, self.choices))}"
+        if self.kind in ("numbers", "ints", "strs"):
+            item = {"numbers": Rule("number", self.lo, self.hi, self.lo_open, self.hi_open),
+                    "ints": Rule("int", self.lo, self.hi, self.lo_open, self.hi_open), "strs": Rule("str")}[self.kind]
+            if not isinstance(v, (list, tuple)) or (self.length is not None and len(v) != self.length):
+                return f"must be {self.describe()}, got {v!r}"
+            return None if all(item.check(x) is None for x in v) else f"must be {self.describe()}, got {v!r}"
+        return None if self._ok(v) else f"must be {self.describe()}, got {v!r}"
+
+    def _ok(self, v: Any) -> bool:
+        if self.kind == "bool":
+            return isinstance(v, bool)
+        if self.kind == "str":
+            return isinstance(v, str) and v != ""
+        if isinstance(v, bool) or not isinstance(v, int if self.kind == "int" else (int, float)):
+            return False
+        if self.kind == "number" and not math.isfinite(v):
+            return False
+        if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
+            return False
+        return not (self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi))
+
+    def describe(self) -> str:
+        """`an integer >= 1`, `a number in (0, 1)`, `a list of 2 numbers in [0, 1)`, `true or false`..."""
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "str":
+            return "a non-empty string" + (" or null" if self.nullable else "")
+        if self.kind in ("numbers", "ints", "strs"):
+            n = f"{self.length} " if self.length is not None else ""
+            noun = {"numbers": "numbers", "ints": "integers", "strs": "strings"}[self.kind]
+            return f"a list of {n}{noun}{self._range()}"
+        noun = "an integer" if self.kind == "int" else "a number"
+        return noun + self._range() + (" or null" if self.nullable else "")
+
+    def _range(self) -> str:
+        if self.lo is not None and self.hi is not None:
+            return f" in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        if self.lo is not None:
+            return f" {'>' if self.lo_open else '>='} {self.lo:g}"
+        if self.hi is not None:
+            return f" {'<' if self.hi_open else '<='} {self.hi:g}"
+        return ""
 
 
-def _check_train(t: dict[str, Any]) -> None:
+POS_INT = Rule("int", lo=1)
+POS_INT_OR_NULL = Rule("int", lo=1, nullable=True)
+POS_NUMBER = Rule("number", lo=0, lo_open=True)
+BOOL = Rule("bool")
+STR = Rule("str")
+
+
+def rules() -> dict[str, Rule]:
+    """Every user-settable key of conf/ (except data.*, checked by experiments.data.check_source) -> its Rule.
+
+    Registries (optimizers, schedules, loggers, arch choices) supply the valid choices, so a new registry entry
+    is accepted without editing this table."""
+    from arch.config import ACTIVATIONS, ATTENTION_IMPLS, INIT_SCHEMES, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS
+    from experiments.optim import OPTIMIZERS
+    from experiments.schedule import SCHEDULES
+    from experiments.tracking import LOGGERS
+
+    def choice(names) -> Rule:
+        return Rule("choice", choices=tuple(sorted(names)))
+
+    return {
+        "experiment_name": STR,
+        "seed": Rule("int", lo=0),
+        # optim
+        "optim.name": choice(OPTIMIZERS),
+        "optim.lr": POS_NUMBER,
+        "optim.betas": Rule("numbers", lo=0, hi=1, hi_open=True, length=2),
+        "optim.eps": POS_NUMBER,
+        "optim.weight_decay": Rule("number", lo=0),
+        # schedule
+        "schedule.name": choice(SCHEDULES),
+        "schedule.warmup_steps": Rule("int", lo=0),
+        "schedule.min_lr_ratio": Rule("number", lo=0, hi=1),
+        # train
+        **{f"train.{k}": POS_INT for k in ("steps", "batch_size", "n_ctx", "grad_accum", "log_interval",
+                                            "eval_interval", "eval_batches", "eval_batch_size", "ckpt_interval",
+                                            "extrap_max_tokens")},
+        "train.tokens": POS_INT_OR_NULL,
+        "train.num_threads": POS_INT_OR_NULL,
+        "train.grad_clip": Rule("number", lo=0, lo_open=True, nullable=True),
+        "train.extrap": choice(EXTRAP),
+        "train.extrap_factors": Rule("ints", lo=1),
+        "train.dtype": choice(DTYPES),
+        "train.device": STR,  # which devices exist: _check_device
+        "train.run_dir": Rule("str", nullable=True),
+        **{f"train.{k}": BOOL for k in ("resume", "overwrite", "compile", "progress")},
+        # model (ModelConfig / PosConfig fields; ModelConfig re-checks the combinations)
+        "model.vocab_size": POS_INT_OR_NULL,
+        **{f"model.{k}": POS_INT for k in ("n_ctx", "d_model", "n_layers", "n_heads")},
+        "model.d_head": POS_INT_OR_NULL,
+        "model.d_mlp": POS_INT_OR_NULL,
+        "model.activation": choice(ACTIVATIONS),
+        "model.norm": choice(NORM_PLACEMENTS),
+        "model.norm_type": choice(NORM_TYPES),
+        "model.attention": choice(ATTENTION_IMPLS),
+        "model.init": choice(INIT_SCHEMES),
+        "model.bias": BOOL,
+        "model.tie_embeddings": BOOL,
+        "model.dropout": Rule("number", lo=0, hi=1, hi_open=True),
+        "model.layer_norm_eps": POS_NUMBER,
+        "model.pos.kind": choice(POS_KINDS),
+        "model.pos.num_buckets": Rule("int", lo=2),
+        "model.pos.max_distance": POS_INT,
+        "model.pos.rope_base": Rule("number", lo=1, lo_open=True),
+        "model.pos.scale": Rule("number", lo=0, lo_open=True, nullable=True),
+        # tokenizer (vocab_size's lower bound depends on special_tokens: _check_tokenizer)
+        "tokenizer.mode": choice(TOKENIZER_MODES),
+        "tokenizer.path": STR,
+        "tokenizer.vocab_size": Rule("int", lo=256),
+        "tokenizer.pattern": STR,
+        "tokenizer.special_tokens": Rule("strs"),
+        "tokenizer.min_frequency": POS_INT,
+        "tokenizer.workers": POS_INT_OR_NULL,
+        "tokenizer.max_train_bytes": POS_INT_OR_NULL,
+        # logger
+        "logger.kind": choice(LOGGERS),
+        "logger.project": STR,
+        "logger.group": STR,
+        "logger.job_type": STR,
+        "logger.tags": Rule("strs"),
+    }
+
+
+_MISSING = object()
+
+
+def _lookup(c: dict[str, Any], key: str) -> Any:
+    node: Any = c
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def check_values(c: dict[str, Any]) -> None:
+    """Every key of the table present in the plain config `c` against its Rule; the first failure raises
+    ConfigError(`<key>: <why>`), e.g. `optim.lr: must be a number > 0, got 'abc'`."""
+    for key, rule in rules().items():
+        value = _lookup(c, key)
+        if value is _MISSING:
+            continue
+        why = rule.check(value)
+        if why:
+            raise ConfigError(f"{key}: {why}")
+
+
+def _check_device(t: dict[str, Any]) -> None:
     import torch
 
-    for key in ("steps", "batch_size", "n_ctx", "grad_accum", "log_interval", "eval_interval", "eval_batches",
-                "eval_batch_size", "ckpt_interval", "extrap_max_tokens"):
-        _positive_int(t, key, "train")
-    _positive_int(t, "tokens", "train", allow_none=True)
-    _positive_int(t, "num_threads", "train", allow_none=True)
-    if t.get("grad_clip") is not None and not t["grad_clip"] > 0:
-        raise ConfigError(f"train.grad_clip must be > 0 or null, got {t['grad_clip']!r}")
-    _choice(t.get("extrap"), EXTRAP, "train.extrap")
-    _choice(t.get("dtype"), DTYPES, "train.dtype")
-    if not all(isinstance(k, int) and k > 0 for k in t.get("extrap_factors") or []):
-        raise ConfigError(f"train.extrap_factors must be positive integers, got {t.get('extrap_factors')!r}")
     device = str(t.get("device"))
+    if device not in ("auto", "cpu", "mps") and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ConfigError(f"train.device: unknown value {device!r}; choose from auto, cpu, cuda, cuda:N, mps")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"train.device={device} but CUDA is not available; use train.device=auto or cpu")
+        raise ConfigError(f"train.device: {device} but CUDA is not available; use train.device=auto or cpu")
     if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ConfigError("train.device=mps but MPS is not available; use train.device=auto or cpu")
-    if device not in ("auto", "cpu", "mps") and not device.startswith("cuda"):
-        raise ConfigError(f"unknown train.device {device!r}; choose from auto, cpu, cuda, cuda:N, mps")
+        raise ConfigError("train.device: mps but MPS is not available; use train.device=auto or cpu")
     if t.get("dtype") == "bf16" and device == "cpu":
-        raise ConfigError("train.dtype=bf16 autocast is for CUDA; use train.dtype=auto or fp32 on the CPU")
+        raise ConfigError("train.dtype: bf16 autocast is for CUDA; use train.dtype=auto or fp32 on the CPU")
 
 
 def _check_tokenizer(tok: dict[str, Any]) -> None:
     from pathlib import Path
     import os
 
-    _choice(tok.get("mode"), TOKENIZER_MODES, "tokenizer.mode")
     if tok["mode"] == "load":
         path = Path(os.path.expanduser(str(tok["path"])))
         if not path.exists():
-            raise ConfigError(f"tokenizer.path={str(path)!r} does not exist")
+            raise ConfigError(f"tokenizer.path: {str(path)!r} does not exist")
         return
     from tokenizer.pretokenize import resolve_pattern
 
     specials = list(tok.get("special_tokens") or [])
     v = tok.get("vocab_size")
     if not isinstance(v, int) or v < 256 + len(specials):
-        raise ConfigError(f"tokenizer.vocab_size must be an integer >= 256 + {len(specials)} special token(s), got {v!r}")
+        raise ConfigError(f"tokenizer.vocab_size: must be an integer >= 256 + {len(specials)} special token(s), got {v!r}")
     try:
         resolve_pattern(tok.get("pattern", "gpt2"))
     except ValueError as e:
         raise ConfigError(f"tokenizer.pattern: {e}") from None
-    if tok.get("max_train_bytes") is not None:
-        _positive_int(tok, "max_train_bytes", "tokenizer", allow_none=True)
 
 
 def validate(cfg: DictConfig | dict) -> dict[str, Any]:
     """The resolved config as a plain dict, or one ConfigError naming what to change. Reads no data."""
     from experiments.data import check_source
-    from experiments.optim import OPTIMIZERS
-    from experiments.schedule import SCHEDULES
-    from experiments.tracking import LOGGERS
 
     c = to_plain(cfg)
     missing = [k for k in TOP_LEVEL if k not in c]
     if missing:
-        raise ConfigError(f"config is missing top-level key(s) {missing}; compose it from conf/train.yaml")
+        raise ConfigError(f"{missing[0]}: missing top-level key; compose the config from conf/train.yaml")
 
-    _check_train(c["train"])
+    check_values(c)
+    _check_device(c["train"])
     _check_tokenizer(c["tokenizer"])
-    _choice(c["optim"].get("name"), OPTIMIZERS, "optim.name")
-    if not c["optim"].get("lr", 0) > 0:
-        raise ConfigError(f"optim.lr must be > 0, got {c['optim'].get('lr')!r}")
-    _choice(c["schedule"].get("name"), SCHEDULES, "schedule.name")
-    ws = c["schedule"].get("warmup_steps")
-    if not isinstance(ws, int) or ws < 0:
-        raise ConfigError(f"schedule.warmup_steps must be an integer >= 0, got {ws!r}")
-    if not 0.0 <= float(c["schedule"].get("min_lr_ratio", 0.0)) <= 1.0:
-        raise ConfigError(f"schedule.min_lr_ratio must be in [0, 1], got {c['schedule'].get('min_lr_ratio')!r}")
-    _choice(c["logger"].get("kind"), LOGGERS, "logger.kind")
 
     # the model with a stand-in vocabulary (the real one comes from the tokenizer): catches every bad shape
     vocab = c["tokenizer"].get("vocab_size") if c["tokenizer"]["mode"] == "train" else 512
     mc = model_config(c["model"], vocab_size=int(vocab or 512))
     if mc.pos.kind == "learned" and c["train"]["n_ctx"] > mc.n_ctx:
-        raise ConfigError(f"train.n_ctx={c['train']['n_ctx']} exceeds model.n_ctx={mc.n_ctx} (learned positions)")
+        raise ConfigError(f"train.n_ctx: {c['train']['n_ctx']} exceeds model.n_ctx={mc.n_ctx} (learned positions)")
 
     check_source(c["data"])  # last: may probe the network (a few seconds at most)
     return c

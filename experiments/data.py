@@ -3,7 +3,11 @@
 Sources (`data.source`, one `conf/data/*.yaml` each):
   * `embedded`: tokenizer.corpus, Python's help topics (no download, no files outside the Python install);
   * `text`: local UTF-8 files or glob patterns, one document per file;
-  * `hf`: a Hugging Face `datasets` dataset, by hub name or local path (save_to_disk folder, or data files).
+  * `hf`: a Hugging Face `datasets` dataset, by hub name or local path (save_to_disk folder, data files or a
+    folder of them), loaded by tokenizer.datasets_source (the loader `bpe train --dataset` uses too); its
+    DatasetError (missing column, a column that is not text, hub off/unreachable) becomes a one-line ConfigError;
+  * `tokens`: token files from `bpe encode` (no documents: only the fast sidecar checks live here; the ids are
+    read by experiments.tokenize_cache.prepare_data, against the loaded tokenizer's fingerprint).
 The train/val split is deterministic: `split_by=documents` sends an evenly spread `val_fraction` of the documents
 to validation; `split_by=stream` cuts the concatenated text at `1 - val_fraction` (the token stream's tail is
 held out, and the tokenizer never sees it). `corpus_key` is a sha256 of the split content, the cache key for
@@ -18,7 +22,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,6 @@ import torch
 from experiments.errors import ConfigError
 
 SPLITS = ("documents", "stream")
-_OFFLINE_VALUES = ("1", "true", "yes", "on")
 
 
 @dataclass
@@ -131,83 +133,36 @@ def _text(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[s
     return name, docs, None, {"source": "text", "paths": [str(f) for f in files]}
 
 
-def hf_offline() -> bool:
-    return any(os.environ.get(v, "").lower() in _OFFLINE_VALUES for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """A TCP connect to the Hugging Face hub within `timeout` seconds (HF_ENDPOINT respected)."""
-    from urllib.parse import urlparse
-
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    try:
-        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _hub_help(name: str, why: str) -> str:
-    return (
-        f"data.name={name!r} is not a local path and the Hugging Face hub is {why}. Use local files instead: "
-        f"data=text data.paths=[file.txt,...], or data=hf data.name=/path/to/dataset (a save_to_disk folder or "
-        f"a folder/file of .txt/.json/.jsonl/.csv/.parquet), or download it once with network access "
-        f"(the datasets cache is then used offline)"
-    )
+def _dataset_error(cfg: dict[str, Any], e: Exception) -> ConfigError:
+    """tokenizer.datasets_source.DatasetError -> one-line ConfigError, with the runner's local-files advice."""
+    local = Path(os.path.expanduser(str(cfg["name"]))).exists()
+    hint = "" if local else "; or, for local files: data=text data.paths=[file.txt,...]"
+    return ConfigError(f"data.name: {e}{hint}")
 
 
 def check_hf_source(cfg: dict[str, Any]) -> None:
-    """Fail fast (seconds) on a hub name that cannot be reached; local paths must exist."""
-    name = str(cfg["name"])
-    if Path(os.path.expanduser(name)).exists():
-        return
-    if name.startswith(("/", "./", "../", "~")):
-        raise ConfigError(f"data.name: local path {name!r} does not exist")
-    if hf_offline():
-        return  # the datasets cache may have it; load_hf turns a cache miss into the same message
-    if not hub_reachable():
-        raise ConfigError(_hub_help(name, "unreachable (no network?)"))
+    """Fail fast (seconds, no rows read): a local path must be a dataset; a hub name needs a reachable hub."""
+    from tokenizer.datasets_source import DatasetError, check_dataset
 
-
-_DATA_FILE_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-def _load_hf_split(cfg: dict[str, Any], split: str):
-    import datasets
-
-    name = os.path.expanduser(str(cfg["name"]))
-    path = Path(name)
-    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
-        ds = datasets.load_from_disk(str(path))
-        return ds[split] if isinstance(ds, datasets.DatasetDict) else ds
-    if path.is_file():
-        builder = _DATA_FILE_BUILDERS.get(path.suffix)
-        if builder is None:
-            raise ConfigError(f"data.name: unsupported file type {path.suffix!r}; use one of {sorted(_DATA_FILE_BUILDERS)}")
-        return datasets.load_dataset(builder, data_files={split: str(path)}, split=split)
-    return datasets.load_dataset(name, cfg.get("config_name"), split=split)
+    try:
+        check_dataset(str(cfg["name"]), str(cfg.get("split", "train")))
+    except DatasetError as e:
+        raise _dataset_error(cfg, e) from None
 
 
 def _hf(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
+    from tokenizer.datasets_source import DatasetError, load_texts
+
     check_hf_source(cfg)
-    column = cfg.get("text_column", "text")
 
     def take(split: str, limit: int | None) -> list[str]:
+        """The non-empty texts of the first `limit` rows of `split` (a non-text column: one-line ConfigError)."""
         try:
-            ds = _load_hf_split(cfg, split)
-        except ConfigError:
-            raise
-        except (ConnectionError, OSError, TimeoutError) as e:  # requests/httpx errors subclass these
-            raise ConfigError(_hub_help(str(cfg["name"]), f"not usable ({type(e).__name__}: {e})")) from None
-        except Exception as e:  # datasets raises its own types for a cache miss offline, a bad split, ...
-            if hf_offline() or "offline" in str(e).lower() or "connect" in str(e).lower():
-                raise ConfigError(_hub_help(str(cfg["name"]), f"not usable ({type(e).__name__}: {e})")) from None
-            raise
-        if column not in ds.column_names:
-            raise ConfigError(f"data.text_column={column!r} is not a column of {cfg['name']!r}; columns: {ds.column_names}")
-        if limit is not None:
-            ds = ds.select(range(min(int(limit), len(ds))))
-        return [t for t in ds[column] if t]
+            texts = load_texts(str(cfg["name"]), column=cfg.get("text_column", "text"), split=split,
+                               limit=None if limit is None else int(limit), streaming=False, config=cfg.get("config_name"))
+            return [t for t in texts if t]
+        except DatasetError as e:
+            raise _dataset_error(cfg, e) from None
 
     train = take(cfg.get("split", "train"), cfg.get("max_documents"))
     val = take(cfg["val_split"], cfg.get("max_val_documents")) if cfg.get("val_split") else None
@@ -220,13 +175,40 @@ SOURCES = {
     "text": _text,
     "hf": _hf,
 }
+TOKEN_SOURCE = "tokens"  # token files, not documents: no corpus to load (experiments.tokenize_cache reads them)
+
+
+def token_file_paths(cfg: dict[str, Any]) -> dict[str, Path]:
+    """`data=tokens`: {"train": path, "val": path} ("val" absent without data.val_path), `~` expanded."""
+    paths = {"train": cfg.get("train_path"), "val": cfg.get("val_path")}
+    return {split: Path(os.path.expanduser(str(p))) for split, p in paths.items() if p not in (None, "")}
+
+
+def check_token_files(cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """`data=tokens` fast checks (sidecars only, no ids read): the files exist, their sidecars are valid and
+    name one tokenizer. Returns {split: sidecar}; ConfigError with one line otherwise."""
+    from tokenizer.tokenfile import TokenFileError, read_sidecar
+
+    if not cfg.get("train_path"):
+        raise ConfigError("data.train_path: is required for data=tokens; pass data.train_path=train.bin (from 'bpe encode')")
+    metas = {}
+    for split, path in token_file_paths(cfg).items():
+        try:
+            metas[split] = read_sidecar(path)
+        except TokenFileError as e:
+            raise ConfigError(f"data.{split}_path: {e}") from None
+    fps = {m.get("tokenizer_fingerprint") for m in metas.values()}
+    if len(fps) > 1:
+        raise ConfigError(f"data.val_path: {cfg['val_path']} and data.train_path {cfg['train_path']} were encoded with "
+                          f"different tokenizers; encode both with the one in tokenizer.path")
+    return metas
 
 
 def check_source(cfg: dict[str, Any]) -> None:
     """Cheap checks of a data config that need no loading: known source, split settings, paths, hub reachability."""
     source = cfg.get("source")
-    if source not in SOURCES:
-        raise ConfigError(f"unknown data.source {source!r}; choose from {sorted(SOURCES)}")
+    if source not in SOURCES and source != TOKEN_SOURCE:
+        raise ConfigError(f"unknown data.source {source!r}; choose from {sorted([*SOURCES, TOKEN_SOURCE])}")
     if cfg.get("split_by", "documents") not in SPLITS:
         raise ConfigError(f"unknown data.split_by {cfg.get('split_by')!r}; choose from {list(SPLITS)}")
     f = cfg.get("val_fraction", 0.1)
@@ -236,11 +218,15 @@ def check_source(cfg: dict[str, Any]) -> None:
         expand_paths(cfg["paths"])
     elif source == "hf":
         check_hf_source(cfg)
+    elif source == TOKEN_SOURCE:
+        check_token_files(cfg)
 
 
 def load_corpus(cfg: dict[str, Any]) -> Corpus:
     """Read the configured source and split it into train/val documents (deterministically)."""
     check_source(cfg)
+    if cfg["source"] == TOKEN_SOURCE:
+        raise ConfigError("data=tokens holds token ids, not documents; read it with experiments.tokenize_cache.prepare_data")
     name, docs, val_docs, identity = SOURCES[cfg["source"]](cfg)
     if val_docs is None:
         train_docs, val_docs = split_documents(docs, float(cfg.get("val_fraction", 0.1)), cfg.get("split_by", "documents"))
@@ -259,19 +245,22 @@ def load_corpus(cfg: dict[str, Any]) -> Corpus:
 class WindowSampler:
     """Random (x, y) windows of `n_ctx` tokens from a 1-D token array; y is x shifted by one.
 
-    Window starts are uniform over the array, drawn from `generator` (seeded per rank), so the sequence of
-    batches is a function of the seed alone and resumes exactly from `generator.get_state()`.
+    With N tokens t and T = n_ctx, a start s is uniform over [0, N-T-1] (every start whose target window fits):
+    x = t[s : s+T], y = t[s+1 : s+T+1], so the last token t[N-1] is a target (s = N-T-1). Starts are drawn from
+    `generator` (seeded per rank), so the sequence of batches is a function of the seed alone and resumes
+    exactly from `generator.get_state()`.
     """
 
     def __init__(self, tokens: np.ndarray, n_ctx: int, batch_size: int, generator: torch.Generator):
-        if len(tokens) < n_ctx + 2:
-            raise ConfigError(f"the training split has {len(tokens)} tokens, fewer than n_ctx + 2 = {n_ctx + 2}; lower train.n_ctx")
+        if len(tokens) < n_ctx + 1:
+            raise ConfigError(f"the training split has {len(tokens)} tokens, fewer than n_ctx + 1 = {n_ctx + 1}; lower train.n_ctx")
         self.tokens, self.n_ctx, self.batch_size, self.generator = tokens, n_ctx, batch_size, generator
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         """x, y: (B, T) int64 on the CPU."""
         T = self.n_ctx
-        starts = torch.randint(0, len(self.tokens) - T - 1, (self.batch_size,), generator=self.generator).tolist()
+        # randint's high is exclusive: starts 0..N-T-1 (N-T of them)
+        starts = torch.randint(0, len(self.tokens) - T, (self.batch_size,), generator=self.generator).tolist()
         chunk = np.stack([np.asarray(self.tokens[s : s + T + 1], dtype=np.int64) for s in starts])  # (B, T+1)
         chunk = torch.from_numpy(chunk)
         return chunk[:, :-1], chunk[:, 1:]

@@ -2,13 +2,17 @@
 
     <cache_dir>/tokenizers/<key>.json         key = sha256(corpus content key + tokenizer settings)
     <cache_dir>/tokens/<key>/{train,val}.bin  key = sha256(corpus content key + tokenizer fingerprint)
-    <cache_dir>/tokens/<key>/meta.json        dtype, token and byte counts (bytes/token for val/bpb)
+    <cache_dir>/tokens/<key>/{train,val}.bin.json   their sidecars (tokenizer.tokenfile, the format `bpe encode`
+                                              writes): dtype, count, tokenizer fingerprint, n_bytes (for val/bpb)
 
 The corpus key hashes the split documents themselves (experiments.data.Corpus.key), so editing a file or
 changing the split gives a new entry, and a sweep's 18 runs train one tokenizer and encode the corpus once.
 Entries are written to a temp name and renamed into place under a file lock, so parallel jobs (joblib, DDP ranks)
-never read a half-written entry and do the work once. Token arrays are raw little-endian uint16 (vocab <= 65536)
-or uint32, read back as read-only np.memmap. Each document is followed by <|endoftext|> when the tokenizer has it.
+never read a half-written entry and do the work once. Token arrays are token files (tokenizer/tokenfile.py: raw
+little-endian uint16 when vocab <= 65536, else uint32), read back as read-only np.memmap after their sidecar is
+checked against the tokenizer's fingerprint. Each document is followed by <|endoftext|> when the tokenizer has it.
+`prepare_data` is a run's whole data step: corpus -> tokenizer -> token arrays, or for `data=tokens` the user's
+token files (bpe encode) read against the loaded tokenizer's fingerprint, nothing cached.
 Not handled: eviction (delete the directory to reclaim space), cache sharing across machines.
 """
 
@@ -30,24 +34,33 @@ import numpy as np
 
 from experiments.data import Corpus
 from experiments.errors import ConfigError
+from tokenizer.tokenfile import TokenFileError, read_tokens, sidecar_path, write_tokens
 
 EOT = "<|endoftext|>"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: token files with tokenizer.tokenfile sidecars (1: one meta.json per entry)
 
 
 @dataclass
 class TokenData:
-    """Token ids of both splits (read-only memmaps) and the counts behind bytes/token."""
+    """Token ids of both splits (read-only memmaps) and their token-file sidecars (count, n_bytes, fingerprint)."""
 
     train: np.ndarray
     val: np.ndarray
-    meta: dict[str, Any]
-    path: Path
+    train_meta: dict[str, Any]  # the train ids' sidecar (tokenizer.tokenfile); count matches len(train)
+    val_meta: dict[str, Any]  # the val ids' sidecar; n_bytes = exact UTF-8 bytes the val ids encode
+    path: Path  # the cache entry, or the folder of data.train_path
 
     @property
     def bytes_per_token(self) -> float:
-        """UTF-8 bytes per token on the validation split (the val/bpb conversion factor)."""
-        return self.meta["val_bytes"] / max(1, self.meta["val_tokens"])
+        """UTF-8 bytes per token on the validation split (the val/bpb conversion factor): n_bytes / count."""
+        return self.val_meta["n_bytes"] / max(1, self.val_meta["count"])
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Token and byte counts of both splits (None: unknown), for summaries."""
+        return {"train_tokens": self.train_meta["count"], "val_tokens": self.val_meta["count"],
+                "train_bytes": self.train_meta.get("n_bytes"), "val_bytes": self.val_meta["n_bytes"],
+                "tokenizer_fingerprint": self.val_meta.get("tokenizer_fingerprint")}
 
 
 def cache_root(cache_dir: str | os.PathLike) -> Path:
@@ -90,17 +103,24 @@ def _training_texts(docs: list[str], max_bytes: int | None) -> Iterator[str]:
         yield doc
 
 
+def load_tokenizer(cfg: dict[str, Any]):
+    """(tokenizer, info) for `tokenizer=load`: reads cfg["path"] (a tokenizer .json or a `bpe train` dir)."""
+    from tokenizer import Tokenizer
+
+    path = Path(os.path.expanduser(str(cfg["path"])))
+    try:
+        return Tokenizer.load(path), {"path": str(path), "cached": True, "train_seconds": 0.0}
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"tokenizer.path={str(path)!r} could not be loaded: {e}") from None
+
+
 def get_tokenizer(corpus: Corpus, cfg: dict[str, Any], cache_dir: str | os.PathLike, *, progress: bool = False):
     """(tokenizer, info): `tokenizer=load` reads cfg["path"]; `tokenizer=train` trains on corpus.train_docs once
     per (corpus, settings) and reuses the cached file afterwards. info: path, cached (bool), train_seconds."""
     from tokenizer import Tokenizer, train_bpe_from_iterator
 
     if cfg.get("mode") == "load":
-        path = Path(os.path.expanduser(str(cfg["path"])))
-        try:
-            return Tokenizer.load(path), {"path": str(path), "cached": True, "train_seconds": 0.0}
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"tokenizer.path={str(path)!r} could not be loaded: {e}") from None
+        return load_tokenizer(cfg)
 
     settings = tokenizer_settings(cfg)
     key = _key({"v": CACHE_VERSION, "corpus": corpus.key, **settings})
@@ -131,52 +151,113 @@ def get_tokenizer(corpus: Corpus, cfg: dict[str, Any], cache_dir: str | os.PathL
     return tok, {"path": str(path), "cached": False, "train_seconds": seconds}
 
 
-def _encode_split(tok, docs: list[str], out: Path, dtype: np.dtype, eot_id: int | None) -> tuple[int, int]:
-    """Encode `docs` (special-token text is ordinary text), append eot after each, write raw ids to `out`."""
-    n_tokens = n_bytes = 0
-    with open(out, "wb") as f:
+def _encode_split(tok, docs: list[str], out: Path, eot_id: int | None, source: str) -> dict[str, Any]:
+    """Encode `docs` (special-token text is ordinary text), append eot after each, write the token file `out`
+    (+ sidecar, tokenizer.tokenfile); n_bytes counts the documents' UTF-8 bytes (not the appended eot)."""
+    n_bytes = 0
+
+    def chunks() -> Iterator[list[int]]:
+        nonlocal n_bytes
         batch = 256  # documents per encode_batch call: bounded memory, parallel for large batches
         for i in range(0, len(docs), batch):
             chunk = docs[i : i + batch]
             for doc, ids in zip(chunk, tok.encode_batch(chunk, allowed_special=(), disallowed_special=())):
                 if eot_id is not None:
                     ids.append(eot_id)
-                np.asarray(ids, dtype=dtype).tofile(f)
-                n_tokens += len(ids)
                 n_bytes += len(doc.encode("utf-8", errors="surrogatepass"))
-    return n_tokens, n_bytes
+                yield ids
+
+    return write_tokens(out, chunks(), vocab_size=tok.vocab_size, fingerprint=tok.fingerprint(), source=source,
+                        count_bytes=lambda: n_bytes)
+
+
+def _read_token_file(path: Path, tok, what: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """(memmap, sidecar) of a token file encoded by `tok`; TokenFileError -> one-line ConfigError naming `what`."""
+    try:
+        return read_tokens(path, expect_fingerprint=tok.fingerprint(), tokenizer_name="the run's tokenizer")
+    except TokenFileError as e:
+        raise ConfigError(f"{what}: {e}") from None
 
 
 def get_token_data(corpus: Corpus, tok, cache_dir: str | os.PathLike) -> TokenData:
-    """Token memmaps of both splits, encoded once per (corpus content, tokenizer fingerprint)."""
+    """Token files of both splits, encoded once per (corpus content, tokenizer fingerprint), as memmaps."""
     key = _key({"v": CACHE_VERSION, "corpus": corpus.key, "tokenizer": tok.fingerprint()})
     root = cache_root(cache_dir) / "tokens"
     final = root / key
+    splits = {"train": corpus.train_docs, "val": corpus.val_docs}
     with file_lock(root / f".{key}.lock"):
-        if not (final / "meta.json").exists():
-            dtype = np.dtype("<u2") if tok.vocab_size <= 1 << 16 else np.dtype("<u4")
+        if not all(sidecar_path(final / f"{split}.bin").exists() for split in splits):
             eot_id = tok.special_tokens.get(EOT)
             tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
             try:
-                t0 = time.perf_counter()
-                n_train, b_train = _encode_split(tok, corpus.train_docs, tmp / "train.bin", dtype, eot_id)
-                n_val, b_val = _encode_split(tok, corpus.val_docs, tmp / "val.bin", dtype, eot_id)
-                meta = {"dtype": dtype.str, "train_tokens": n_train, "val_tokens": n_val, "train_bytes": b_train,
-                        "val_bytes": b_val, "eot_id": eot_id, "tokenizer_fingerprint": tok.fingerprint(),
-                        "vocab_size": tok.vocab_size, "corpus": corpus.name, "corpus_key": corpus.key,
-                        "encode_seconds": time.perf_counter() - t0}
-                (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-                if final.exists():  # a stale partial entry (no meta.json): replace it
+                for split, docs in splits.items():
+                    _encode_split(tok, docs, tmp / f"{split}.bin", eot_id, f"{corpus.name} {split} split ({corpus.key[:16]})")
+                if final.exists():  # a stale partial entry (a sidecar missing): replace it
                     shutil.rmtree(final)
                 os.replace(tmp, final)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-    meta = json.loads((final / "meta.json").read_text())
+    (train, train_meta), (val, val_meta) = (_read_token_file(final / f"{s}.bin", tok, "token cache") for s in splits)
+    return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=final)
 
-    def load(split: str) -> np.ndarray:
-        if meta[f"{split}_tokens"] == 0:
-            return np.zeros(0, dtype=meta["dtype"])
-        return np.memmap(final / f"{split}.bin", dtype=np.dtype(meta["dtype"]), mode="r")
 
-    return TokenData(train=load("train"), val=load("val"), meta=meta, path=final)
+def _decoded_bytes(tok, ids: np.ndarray, chunk: int = 1 << 20) -> int:
+    """Exact UTF-8 byte count of the text `ids` encode (len of tok.decode_bytes), in bounded memory."""
+    return sum(len(tok.decode_bytes(ids[i : i + chunk].tolist())) for i in range(0, len(ids), chunk))
+
+
+def token_file_data(cfg: dict[str, Any], tok) -> TokenData:
+    """`data=tokens`: the token files of cfg["train_path"] / cfg["val_path"] as memmaps, refused (ConfigError naming
+    the file) unless their sidecars name `tok`'s fingerprint.
+
+    Without val_path the last val_fraction of the train ids is held out: train = ids[:cut], val = ids[cut:] with
+    cut = round(count * (1 - val_fraction)). The held-out ids' n_bytes is computed exactly by decoding them once
+    (a proportional share of the file's n_bytes would not be exact); so is a val file's when its sidecar lacks it.
+    """
+    from experiments.data import token_file_paths
+
+    paths = token_file_paths(cfg)
+    train, train_meta = _read_token_file(paths["train"], tok, "data.train_path")
+    if "val" in paths:
+        val, val_meta = _read_token_file(paths["val"], tok, "data.val_path")
+        if val_meta.get("n_bytes") is None:  # a sidecar from before n_bytes existed
+            val_meta = {**val_meta, "n_bytes": _decoded_bytes(tok, val)}
+    else:
+        f = float(cfg.get("val_fraction", 0.1))
+        cut = int(round(len(train) * (1.0 - f)))
+        train, val = train[:cut], train[cut:]
+        val_bytes = _decoded_bytes(tok, val)
+        total = train_meta.get("n_bytes")
+        val_meta = {**train_meta, "count": len(val), "n_bytes": val_bytes, "source": f"{paths['train']}[{cut}:]"}
+        train_meta = {**train_meta, "count": len(train), "n_bytes": None if total is None else total - val_bytes,
+                      "source": f"{paths['train']}[:{cut}]"}
+    return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=paths["train"].parent)
+
+
+@dataclass
+class PreparedData:
+    """Everything the training step needs from the data side: the tokenizer, where it came from, the token arrays."""
+
+    tokenizer: Any
+    tokenizer_info: dict[str, Any]  # path, cached (bool), train_seconds
+    data: TokenData
+    name: str  # the corpus name (for logs)
+
+
+def prepare_data(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str | os.PathLike, *,
+                 progress: bool = False) -> PreparedData:
+    """The data step of a run: read the corpus, get its tokenizer (trained once, cached) and its token arrays."""
+    from experiments import data as data_lib  # via the module: tests patch data_lib.load_corpus
+
+    if data_cfg.get("source") == data_lib.TOKEN_SOURCE:
+        if tokenizer_cfg.get("mode") != "load":
+            raise ConfigError("tokenizer: data=tokens needs the tokenizer that encoded the files; pass tokenizer=load "
+                              "tokenizer.path=DIR (the 'bpe train --out DIR' folder), not tokenizer=train")
+        data_lib.check_source(data_cfg)  # sidecars first: a missing file fails before the tokenizer loads
+        tok, info = load_tokenizer(tokenizer_cfg)
+        data = token_file_data(data_cfg, tok)
+        return PreparedData(tokenizer=tok, tokenizer_info=info, data=data, name=data_lib.token_file_paths(data_cfg)["train"].stem)
+    corpus = data_lib.load_corpus(data_cfg)
+    tok, info = get_tokenizer(corpus, tokenizer_cfg, cache_dir, progress=progress)
+    return PreparedData(tokenizer=tok, tokenizer_info=info, data=get_token_data(corpus, tok, cache_dir), name=corpus.name)

@@ -409,7 +409,7 @@ def _is_multirun() -> bool:
         return False
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path=str(__import__("experiments.compose").compose.CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """CLI entry: train(cfg); a ConfigError is one line on stderr (exit 2 for a single run; in a sweep the
     other jobs go on). In a sweep any other exception is logged (the run's summary.json says `failed`) and the

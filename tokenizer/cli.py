@@ -3,15 +3,17 @@
     bpe train INPUT... --vocab-size N --out DIR [--special-token T]... [--pattern gpt2|gpt4|REGEX]
               [--workers K] [--min-frequency F] [--force]
     bpe train --dataset NAME_OR_PATH [--text-column text] [--split train] --vocab-size N --out DIR ...
-    bpe encode --tokenizer DIR [FILE|-] [--out FILE.bin] [--ordinary]
+    bpe encode --tokenizer DIR [FILE|-] [--out FILE.bin] [--ordinary] [--force]
     bpe decode --tokenizer DIR [FILE|-]
     bpe info DIR [--sample FILE]
     bpe convert DIR --to hf|tiktoken [--out PATH] [--force]
 
 Bad input (missing or unreadable paths, a directory, an empty corpus, a too-small vocab, a corrupt tokenizer
 file, an unknown pattern, an existing output) prints ONE line `bpe: error: ...` on stderr and exits 2, never a
-traceback; Ctrl-C exits 130. Outputs are written to a temporary name and renamed on success, so a failed or
-refused command never destroys what was there. Not handled: training from several datasets at once, and
+traceback; Ctrl-C exits 130. Each command writes only its own named files (train: DIR/tokenizer.json; encode:
+FILE.bin + FILE.bin.json; convert: one file), each to a temporary name renamed on success, so a failed or refused
+command never destroys what was there; --force replaces exactly those files and nothing else; an output that is
+one of the inputs is refused even with --force (tokenizer/outputs.py). Not handled: training from several datasets at once, and
 `datasets` configs beyond name/path + split.
 """
 
@@ -21,8 +23,6 @@ import argparse
 import glob
 import json
 import os
-import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -30,6 +30,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tokenizer.outputs import check_inside_not_input, check_new, check_not_input, writing
+from tokenizer.serialize import FILE_NAME as TRAIN_OUTPUT
 from tokenizer.serialize import default_mode
 
 PROG = "bpe"
@@ -59,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pattern", default="gpt2", help="split pattern: gpt2, gpt4 or a regex (default: gpt2)")
     p.add_argument("--workers", type=int, default=None, metavar="K", help="processes counting pre-tokens")
     p.add_argument("--min-frequency", type=int, default=1, metavar="F", help="never merge pairs seen fewer times")
-    p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.add_argument("--force", action="store_true", help="replace an existing DIR/tokenizer.json (nothing else in DIR)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("encode", help="text -> ids (space-separated on stdout, or a .bin with --out)")
@@ -67,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text file, or - for stdin (default)")
     p.add_argument("--out", metavar="FILE.bin", help="write raw little-endian ids + FILE.bin.json sidecar")
     p.add_argument("--ordinary", action="store_true", help="encode special-token text as ordinary text")
+    p.add_argument("--force", action="store_true", help="replace an existing FILE.bin and its sidecar")
     p.set_defaults(func=cmd_encode)
 
     p = sub.add_parser("decode", help="ids -> text (ids as whitespace-separated text, or a .bin with its sidecar)")
@@ -162,6 +165,13 @@ def load_tokenizer(path: str):
     return Tokenizer.load(p)
 
 
+def tokenizer_file(path: str) -> Path:
+    """The tokenizer.json a --tokenizer argument names (a dir means the file inside it)."""
+    from tokenizer.serialize import resolve_path
+
+    return resolve_path(path)
+
+
 def _input_file(name: str) -> Path | None:
     """'-' -> None (stdin); otherwise a readable file."""
     if name == "-":
@@ -176,11 +186,6 @@ def _one_file(name: str) -> Path:
     return files[0]
 
 
-def _check_new_output(path: Path, force: bool) -> None:
-    if path.exists() and not force:
-        raise CliError(f"{path} already exists; pass --force to replace it")
-
-
 def _bytes_per_token(tok, text: str) -> float:
     ids = tok.encode(text, disallowed_special=())
     return len(text.encode("utf-8")) / max(1, len(ids))
@@ -188,13 +193,15 @@ def _bytes_per_token(tok, text: str) -> float:
 
 # ---------------------------------------------------------------------- train
 def cmd_train(args: argparse.Namespace) -> int:
+    from tokenizer.datasets_source import check_dataset, load_texts
     from tokenizer.pretokenize import resolve_pattern
     from tokenizer.train import train_bpe, train_bpe_from_iterator
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {out} exists and is not a directory")
-    _check_new_output(out, args.force)
+    target = out / TRAIN_OUTPUT  # the only file `bpe train` writes; --force replaces it and nothing else
+    check_new(target, force=args.force)
     resolve_pattern(args.pattern)  # unknown name / bad regex: fail before reading anything
     minimum = 256 + len(set(args.special_token))
     if args.vocab_size < minimum:
@@ -206,15 +213,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise CliError("pass either INPUT files or --dataset, not both")
     if not args.dataset and not args.inputs:
         raise CliError("nothing to train on: pass INPUT files/globs or --dataset NAME_OR_PATH")
+    if args.dataset:
+        check_dataset(args.dataset, args.split)  # reads no rows: fail fast offline / on a non-dataset path
+        dataset_path = Path(os.path.expanduser(args.dataset))
+        check_inside_not_input(out, [dataset_path] if dataset_path.exists() else [])
+    else:
+        files = expand_inputs(args.inputs)
+        check_inside_not_input(out, files)
 
     kwargs = dict(special_tokens=args.special_token, pattern=args.pattern, workers=args.workers, min_frequency=args.min_frequency)
     start = time.perf_counter()
     if args.dataset:
-        counter = _CharCounter(_dataset_texts(args.dataset, args.text_column, args.split))
+        counter = _CharCounter(load_texts(args.dataset, column=args.text_column, split=args.split))
         tok = train_bpe_from_iterator(counter, args.vocab_size, **kwargs)
         n_bytes, source, sample = counter.n_bytes, f"dataset {args.dataset}", counter.sample
     else:
-        files = expand_inputs(args.inputs)
         n_bytes = sum(f.stat().st_size for f in files)
         if n_bytes == 0:
             raise CliError(f"empty corpus: {', '.join(map(str, files))} hold{'s' if len(files) == 1 else ''} no text")
@@ -223,7 +236,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         with open(files[0], "rb") as f:
             sample = f.read(1 << 20).decode("utf-8", errors="replace")
     seconds = time.perf_counter() - start
-    path = _write_dir_atomically(out, tok, args.force)
+    path = _save_tokenizer(out, tok)
     n_merges = len(tok.merges)
     print(f"trained on {source} ({n_bytes / 1e6:.2f} MB) in {seconds:.1f} s")
     print(f"vocab_size {tok.vocab_size} = 256 bytes + {n_merges} merges + {len(tok.special_tokens)} special tokens")
@@ -255,109 +268,47 @@ class _CharCounter:
         return "\n".join(self._sample)[: 1 << 20]
 
 
-def _write_dir_atomically(out: Path, tok, force: bool) -> Path:
-    """Save into a temp dir beside `out`, then rename it into place; an old `out` is removed only after that."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
-        os.chmod(tmp, default_mode(directory=True))
-        tok.save(tmp / "tokenizer.json")
-        if out.exists():
-            if not force:
-                raise CliError(f"{out} already exists; pass --force to replace it")
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out / "tokenizer.json"
+def _save_tokenizer(out: Path, tok) -> Path:
+    """Write `out/tokenizer.json` atomically (temp file beside it + rename); nothing else in `out` is touched.
 
-
-def _offline() -> bool:
-    return any(os.environ.get(k, "").lower() in ("1", "true", "yes", "on") for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def _network_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-_DATA_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-def _dataset_texts(name: str, column: str, split: str) -> Iterator[str]:
-    """Stream one text column of a dataset: a saved dataset dir, a local data file, or a hub name."""
-    path = Path(name)
-    offline_hint = f"cannot load dataset {name!r} (offline?): use local files (bpe train FILE...) or a local dataset path"
-    try:
-        import datasets
-    except ImportError:
-        raise CliError("--dataset needs the `datasets` package (pip install datasets)") from None
-    try:
-        if path.is_dir() and ((path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists()):
-            ds = datasets.load_from_disk(str(path))
-            if isinstance(ds, datasets.DatasetDict):
-                if split not in ds:
-                    raise CliError(f"dataset {name!r} has no split {split!r}; splits: {sorted(ds)}")
-                ds = ds[split]
-        elif path.is_file():
-            builder = _DATA_BUILDERS.get(path.suffix.lower())
-            if builder is None:
-                raise CliError(f"cannot tell the format of {name}; use one of {sorted(_DATA_BUILDERS)}")
-            ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, streaming=True)
-        elif path.exists():
-            raise CliError(f"{name} is a directory but not a saved dataset (no dataset_info.json)")
-        else:
-            if _offline() or not _network_reachable():
-                raise CliError(offline_hint)
-            ds = datasets.load_dataset(name, split=split, streaming=True)
-    except CliError:
-        raise
-    except (ConnectionError, TimeoutError) as e:
-        raise CliError(f"{offline_hint} ({_one_line(e)})") from None
-    except Exception as e:  # datasets raises many types (DatasetNotFoundError, FileNotFoundError, ...)
-        raise CliError(f"cannot load dataset {name!r}: {_one_line(e)}") from None
-    return _column(ds, name, column)
-
-
-def _column(ds, name: str, column: str) -> Iterator[str]:
-    columns = getattr(ds, "column_names", None)
-    if columns is not None and column not in columns:
-        raise CliError(f"dataset {name!r} has no column {column!r}; columns: {list(columns)}")
-
-    def gen() -> Iterator[str]:
-        for row in ds:
-            if column not in row:
-                raise CliError(f"dataset {name!r} has no column {column!r}; columns: {list(row)}")
-            value = row[column]
-            if value is not None:
-                yield str(value)
-
-    return gen()
+    A directory this call created is removed again if the write fails."""
+    target = out / TRAIN_OUTPUT
+    created = [p for p in (out, *out.parents) if not p.exists()]
+    with writing(target):
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            tok.save(target)
+        except BaseException:
+            for d in created:  # innermost first
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+            raise
+    return target
 
 
 # ---------------------------------------------------------------------- encode / decode
 def cmd_encode(args: argparse.Namespace) -> int:
-    from tokenizer.stream import encode_chunks, iter_binary_text, iter_file_text, replaced_count, write_token_file
+    from tokenizer.stream import encode_chunks, encode_to_token_file, iter_binary_text, iter_file_text, replaced_count
+    from tokenizer.tokenfile import sidecar_path
 
     tok = load_tokenizer(args.tokenizer)
     src = _input_file(args.file)
     specials = {"allowed_special": (), "disallowed_special": ()} if args.ordinary else {"allowed_special": "all", "disallowed_special": ()}
-    texts = iter_binary_text(sys.stdin.buffer) if src is None else iter_file_text(src)
-    before = replaced_count()
-    if args.out:
-        out = Path(args.out)
+    out = Path(args.out) if args.out else None
+    if out is not None:
         if out.is_dir():
             raise CliError(f"--out {out} is a directory; give a file name such as {out / 'tokens.bin'}")
-        meta = write_token_file(tok, texts, out, source=str(src or "<stdin>"), **specials)
-        print(f"wrote {meta['count']} ids ({meta['dtype']}) to {out} (+ {out}.json)", file=sys.stderr)
+        side = sidecar_path(out)
+        check_not_input(out, [src, tokenizer_file(args.tokenizer)], sidecar=side)  # even with --force
+        check_new(out, force=args.force, also=[side])
+    texts = iter_binary_text(sys.stdin.buffer) if src is None else iter_file_text(src)
+    before = replaced_count()
+    if out is not None:
+        with writing(out):
+            meta = encode_to_token_file(tok, texts, out, source=str(src or "<stdin>"), **specials)
+        print(f"wrote {meta['count']} ids ({meta['dtype']}) to {out} (+ {side})", file=sys.stderr)
     else:
         first = True
         stdout = sys.stdout
@@ -373,14 +324,15 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from tokenizer.stream import read_token_file, sidecar_path
+    from tokenizer.tokenfile import read_tokens, sidecar_path
 
     tok = load_tokenizer(args.tokenizer)
     src = _input_file(args.file)
     out = sys.stdout.buffer  # exact bytes, written as is (no lossy re-encoding)
     sys.stdout.flush()
     if src is not None and sidecar_path(src).exists():
-        arr = read_token_file(src)
+        # a token file: its sidecar must be valid and name THIS tokenizer (else the text would be garbage)
+        arr, _ = read_tokens(src, expect_fingerprint=tok.fingerprint(), tokenizer_name=f"--tokenizer {args.tokenizer}")
         for start in range(0, len(arr), 1 << 20):  # stream: concatenating token bytes needs no lookahead
             out.write(tok.decode_bytes(arr[start : start + (1 << 20)].tolist()))
     else:
@@ -432,18 +384,18 @@ def cmd_convert(args: argparse.Namespace) -> int:
         out = base / "hf" / "tokenizer.json" if args.to == "hf" else base / "tokenizer.tiktoken"
     if out.is_dir():
         out = out / ("tokenizer.json" if args.to == "hf" else "tokenizer.tiktoken")
-    if out.resolve() == (base / "tokenizer.json").resolve():
-        raise CliError(f"refusing to overwrite the archlab tokenizer file {out}; pass another --out")
-    _check_new_output(out, args.force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        (tok.export_hf if args.to == "hf" else tok.export_tiktoken)(tmp)
-        os.chmod(tmp, default_mode())
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    check_not_input(out, [tokenizer_file(args.tokenizer)])  # even with --force
+    check_new(out, force=args.force)
+    with writing(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            (tok.export_hf if args.to == "hf" else tok.export_tiktoken)(tmp)
+            os.chmod(tmp, default_mode())
+            os.replace(tmp, out)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
     if args.to == "hf":
         print(f"wrote {out}  (tokenizers.Tokenizer.from_file({str(out)!r}))")
     else:

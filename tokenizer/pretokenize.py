@@ -2,10 +2,13 @@
 
 Byte-level BPE never merges across pre-token boundaries. A pre-token is one match of the split regex
 (`PATTERNS["gpt2"]` is GPT-2's, `PATTERNS["gpt4"]` is cl100k's); any other string is taken as a custom regex.
+A custom regex need not match every character: the text between two of its matches is a pre-token too, so
+no text is ever lost (decode(encode(s)) == s for every pattern).
 Special tokens are cut out of the text first, longest first, so they are never split, merged or counted.
 
-`splitter(pattern)` returns a function text -> list of pre-tokens, always equal to the `regex` pattern's
-`findall`. For `gpt2` and `gpt4` it is faster: ASCII stretches of the text go to the stdlib `re` with an exact
+`splitter(pattern)` returns a function text -> list of pre-tokens that join back to the text (the `regex`
+pattern's `findall` plus the gaps between matches; just the `findall` for `gpt2`/`gpt4`, which leave no gaps).
+For `gpt2` and `gpt4` it is faster: ASCII stretches of the text go to the stdlib `re` with an exact
 ASCII translation of the pattern (about 2x faster than `regex`), and only small stretches around non-ASCII
 characters, cut at places where no pre-token can span the cut, go to the `regex` pattern (see `_hybrid`).
 Use it (or `pretokens`, which yields the same pre-tokens) wherever text is pre-tokenized.
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from operator import methodcaller
 from typing import Callable
 
 import re
@@ -82,7 +84,6 @@ _GPT4_ASCII = (
 )
 ASCII_PATTERNS: dict[str, str] = {GPT2_PATTERN: _GPT2_ASCII, GPT4_PATTERN: _GPT4_ASCII}
 
-_group = methodcaller("group")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _ALPHA = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -213,12 +214,17 @@ def _hybrid(ascii_findall: Callable, full_findall: Callable) -> Callable[[str], 
 
 
 def splitter(pattern: str) -> Callable[[str], list[str]]:
-    """text -> its pre-tokens (a list): the pattern's whole matches, i.e. `compile_pattern(pattern).findall(text)`
-    for a pattern without capturing groups (with groups, findall would return the groups' text instead); faster
-    for the registered patterns (`pattern` is a registry name or a regex). No special-token handling.
+    """text -> its pre-tokens (a list) that join back to the text: the pattern's whole matches (never the text of
+    capturing groups), and, for a pattern that does not match every character, each stretch of text BETWEEN two
+    matches as a pre-token of its own (empty matches are dropped). So no character is ever lost, and the trainer
+    (`pretoken_counts.count_texts`) and the encoder, which both split with this function, see the same pre-tokens.
+    For `gpt2`/`gpt4` (which match every character) this equals the regex's `findall`, and is faster.
+    `pattern` is a registry name or a regex. No special-token handling.
 
     >>> splitter("gpt2")("Hi  there, \u00e9!")
     ['Hi', ' ', ' there', ',', ' \u00e9', '!']
+    >>> splitter(r"[a-z]+")("ab, cd!")
+    ['ab', ', ', 'cd', '!']
     """
     return _splitter(PATTERNS.get(pattern, pattern))
 
@@ -226,14 +232,30 @@ def splitter(pattern: str) -> Callable[[str], list[str]]:
 @lru_cache(maxsize=16)
 def _splitter(pattern: str) -> Callable[[str], list[str]]:
     compiled = compile_pattern(pattern)
-    if compiled.groups:  # a custom pattern with capturing groups: whole matches, never the groups
-        finditer = compiled.finditer
-        return lambda text: list(map(_group, finditer(text)))
-    full = compiled.findall
     ascii_pattern = ASCII_PATTERNS.get(pattern)
-    if ascii_pattern is None:
-        return full
-    return _hybrid(re.compile(ascii_pattern).findall, full)
+    if ascii_pattern is not None:  # gpt2/gpt4: cover every character, no groups
+        return _hybrid(re.compile(ascii_pattern).findall, compiled.findall)
+    return _covering(compiled.finditer)
+
+
+def _covering(finditer: Callable) -> Callable[[str], list[str]]:
+    """findall that keeps the text between matches: "ab, cd!" under [a-z]+ -> ["ab", ", ", "cd", "!"]."""
+
+    def findall(text: str) -> list[str]:
+        out: list[str] = []
+        pos = 0
+        for m in finditer(text):
+            start, end = m.span()
+            if start > pos:
+                out.append(text[pos:start])
+            if end > start:
+                out.append(text[start:end])
+                pos = end
+        if pos < len(text):
+            out.append(text[pos:])
+        return out
+
+    return findall
 
 
 @lru_cache(maxsize=64)

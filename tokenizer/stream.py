@@ -1,4 +1,5 @@
-"""Streaming encoding: `encode_chunks` (behind `Tokenizer.encode_iterable`) and `encode_file` (.bin + sidecar).
+"""Streaming encoding: `encode_chunks` (behind `Tokenizer.encode_iterable`) and `encode_file` (a token file, see
+tokenizer/tokenfile.py).
 
 Text arrives in chunks of any size; the ids must equal encoding the whole text at once. Each round encodes
 the buffered text up to a *safe cut* and holds the rest back for the next chunk:
@@ -12,19 +13,17 @@ the buffered text up to a *safe cut* and holds the rest back for the next chunk:
   runs are scanned ahead, e.g. gpt4's `\\s*[\\r\\n]`), so the pre-tokens before c are those of the full text.
 
 Memory is bounded by `min_chars` + the chunk size + the held-back tail (a few pre-tokens), whatever the input
-size. Not handled: custom split patterns with lookbehind, anchors or lookahead past whitespace (chunking may
-then change the ids); a single whitespace run of unbounded length is held back whole (it is one pre-token).
+size. Custom split patterns: the text between their matches is a pre-token too (`pretokenize.splitter`), so
+chunked encoding is always lossless (it only ever emits ids for pre-tokens of the buffered text); for patterns
+with lookbehind, anchors or lookahead past whitespace the ids may differ from encoding the whole text at once.
+Not handled: a single whitespace run of unbounded length is held back whole (it is one pre-token).
 """
 
 from __future__ import annotations
 
 import codecs
-import json
 import os
-import sys
-import tempfile
 import warnings
-from array import array
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
@@ -34,7 +33,7 @@ import regex
 
 from tokenizer.pretoken_counts import REPLACEMENT_ERRORS, replaced_count
 from tokenizer.pretokenize import special_splitter
-from tokenizer.serialize import default_mode
+from tokenizer.tokenfile import write_tokens
 
 if TYPE_CHECKING:
     from tokenizer.tokenizer import Tokenizer
@@ -101,9 +100,7 @@ def _encode_round(
     seg = buf[pos:seg_end]
     if final:
         return ids + tok.encode_ordinary(seg), len(buf)
-    pieces = tok._findall(seg)
-    if sum(map(len, pieces)) != len(seg):  # a custom pattern that skips characters: no boundary positions
-        pieces = []
+    pieces = tok._findall(seg)  # they join back to seg, whatever the pattern (pretokenize.splitter)
     limit = safe - pos  # a cut must lie before the special hold-back
     cut_k, cut = 0, 0
     p = len(seg)
@@ -115,27 +112,6 @@ def _encode_round(
     cache = tok._cache
     ids.extend(chain.from_iterable(map(cache.__getitem__, pieces[:cut_k])))
     return ids, pos + cut
-
-
-def token_dtype(vocab_size: int) -> str:
-    """The smallest unsigned dtype that holds every id 0..vocab_size-1.
-
-    >>> token_dtype(50257), token_dtype(65536), token_dtype(65537)
-    ('uint16', 'uint16', 'uint32')
-    """
-    if vocab_size <= 1 << 16:
-        return "uint16"
-    if vocab_size <= 1 << 32:
-        return "uint32"
-    raise ValueError(f"vocab_size {vocab_size} does not fit in uint32 ids")
-
-
-_TYPECODES = {"uint16": "H", "uint32": "I"}
-
-
-def sidecar_path(out: str | os.PathLike) -> Path:
-    """`train.bin` -> `train.bin.json`."""
-    return Path(os.fspath(out) + ".json")
 
 
 def iter_binary_text(f: BinaryIO, read_bytes: int = READ_BYTES) -> Iterator[str]:
@@ -156,7 +132,7 @@ def iter_file_text(path: str | os.PathLike, read_bytes: int = READ_BYTES) -> Ite
         yield from iter_binary_text(f, read_bytes)
 
 
-def write_token_file(
+def encode_to_token_file(
     tok: Tokenizer,
     texts: Iterable[str],
     out: str | os.PathLike,
@@ -165,40 +141,20 @@ def write_token_file(
     allowed_special="all",
     disallowed_special=(),
 ) -> dict:
-    """Stream text chunks into `out` (raw little-endian ids) and `out.json`; both written atomically (temp file +
-    rename), so a failure leaves no partial output. Returns the sidecar dict."""
-    out = Path(out)
-    dtype = token_dtype(tok.vocab_size)
-    typecode = _TYPECODES[dtype]
-    count = 0
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    side = sidecar_path(out)
-    side_tmp = side.with_name(f".{side.name}.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for ids in encode_chunks(tok, texts, allowed_special, disallowed_special):
-                arr = array(typecode, ids)
-                if sys.byteorder == "big":
-                    arr.byteswap()
-                arr.tofile(f)
-                count += len(ids)
-        meta = {
-            "dtype": dtype,
-            "count": count,
-            "byteorder": "little",
-            "vocab_size": tok.vocab_size,
-            "tokenizer_fingerprint": tok.fingerprint(),
-            "source": source,
-        }
-        side_tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        os.chmod(tmp, default_mode())
-        os.replace(tmp, out)
-        os.replace(side_tmp, side)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        side_tmp.unlink(missing_ok=True)
-        raise
-    return meta
+    """Stream text chunks into the token file `out` (+ `out.json`) through `tokenfile.write_tokens` (the one
+    format and atomic writer), with n_bytes = the UTF-8 bytes of the text encoded. Returns the sidecar dict."""
+    n_bytes = 0
+
+    def counted() -> Iterator[str]:
+        nonlocal n_bytes
+        for text in texts:
+            n_bytes += len(text.encode("utf-8", errors="surrogatepass"))
+            yield text
+
+    return write_tokens(
+        out, encode_chunks(tok, counted(), allowed_special, disallowed_special), vocab_size=tok.vocab_size,
+        fingerprint=tok.fingerprint(), source=source, count_bytes=lambda: n_bytes,
+    )
 
 
 def encode_file(
@@ -210,7 +166,7 @@ def encode_file(
     disallowed_special=(),
     read_bytes: int = READ_BYTES,
 ) -> dict:
-    """Stream the UTF-8 file `path` into `out` + `out.json` (see `write_token_file`); warns once if invalid UTF-8
+    """Stream the UTF-8 file `path` into `out` + `out.json` (see `encode_to_token_file`); warns once if invalid UTF-8
     was replaced by U+FFFD (the trainer's policy)."""
     path = Path(path)
     if path.is_dir():
@@ -218,7 +174,7 @@ def encode_file(
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     before = replaced_count()
-    meta = write_token_file(
+    meta = encode_to_token_file(
         tok, iter_file_text(path, read_bytes), out, source=os.fspath(path),
         allowed_special=allowed_special, disallowed_special=disallowed_special,
     )
@@ -226,17 +182,3 @@ def encode_file(
     if replaced:
         warnings.warn(f"{replaced} invalid UTF-8 sequence(s) in {path} were replaced by U+FFFD", stacklevel=3)
     return meta
-
-
-def read_token_file(out: str | os.PathLike):
-    """np.memmap of a `.bin` written by encode_file, checked against its sidecar (needs numpy)."""
-    import numpy as np
-
-    side = sidecar_path(out)
-    meta = json.loads(side.read_text(encoding="utf-8"))
-    if not isinstance(meta, dict) or meta.get("dtype") not in ("uint16", "uint32") or not isinstance(meta.get("count"), int):
-        raise ValueError(f"{side}: not a token-file sidecar (needs dtype uint16|uint32 and an integer count)")
-    arr = np.memmap(out, dtype=np.dtype(meta["dtype"]).newbyteorder("<"), mode="r")
-    if len(arr) != meta["count"]:
-        raise ValueError(f"{out}: holds {len(arr)} ids but its sidecar says {meta['count']} (truncated?)")
-    return arr

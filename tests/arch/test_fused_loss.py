@@ -145,16 +145,30 @@ def test_model_loss_fused_equals_unfused(tie):
                                F.cross_entropy(logits.view(-1, 97), targets.view(-1)), atol=1e-6, rtol=1e-6)
 
 
-def test_model_loss_under_autocast_uses_unfused():
+@pytest.mark.parametrize("where", ["autocast", "bf16_weights"])
+def test_model_loss_fallback_equals_unfused_cross_entropy(where):
+    """Where use_fused says no (autocast, bf16 weights), model.loss takes the unfused path; its value and
+    gradients must equal F.cross_entropy over model(ids)'s logits computed the same way (ignored rows too)."""
     cfg = ModelConfig(vocab_size=64, n_ctx=8, d_model=16, n_layers=1, n_heads=2)
     torch.manual_seed(0)
     model = build_model(cfg)
+    if where == "bf16_weights":
+        model = model.to(torch.bfloat16)
     ids = torch.randint(0, 64, (2, 8))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = model.loss(ids, ids)
+    targets = torch.randint(0, 64, (2, 8))
+    targets[0, :3] = -100
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if where == "autocast" else torch.enable_grad()
+    with ctx:
+        loss = model.loss(ids, targets)
     assert loss.grad_fn.name() != "FusedLinearCrossEntropyBackward"
-    loss.backward()
-    assert torch.isfinite(loss) and model.wte.weight.grad is not None
+    (got_grad,) = torch.autograd.grad(loss, model.wte.weight)
+    with ctx:
+        logits = model(ids)
+        want = F.cross_entropy(logits.view(-1, 64), targets.view(-1), ignore_index=-100)
+    (want_grad,) = torch.autograd.grad(want, model.wte.weight)
+    assert torch.isfinite(loss)
+    torch.testing.assert_close(loss.float(), want.float(), atol=1e-5, rtol=1e-5)  # the same bf16 logits
+    torch.testing.assert_close(got_grad.float(), want_grad.float(), atol=1e-5, rtol=1e-3)
 
 
 def test_function_is_direct_apply_compatible():

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.compose import compose_config
+from experiments.compose import CONF_DIR, compose_config
 
 REPO = Path(__file__).resolve().parents[2]
-CONF = REPO / "conf"
+CONF = CONF_DIR  # the one place that knows where conf/ is
 
 # A model and budget small enough for a CPU test: seconds per run.
 TINY = [

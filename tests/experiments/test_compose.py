@@ -5,6 +5,7 @@ Options are discovered from the files in conf/<group>/, so a new option is cover
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 import subprocess
@@ -22,7 +23,8 @@ from experiments.compose import compose_config
 
 from .conftest import CONF, PYTHON, REPO
 
-GROUPS = ["model", "model/pos", "data", "tokenizer", "optim", "schedule", "train", "logger", "experiment"]
+GROUPS = ["model", "model/pos", "model/norm", "model/norm_type", "model/activation", "model/attention", "data",
+          "tokenizer", "optim", "schedule", "train", "logger", "experiment"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 LAUNCHER_PLUGINS = {"joblib_2": "hydra_plugins.hydra_joblib_launcher", "slurm": "hydra_plugins.hydra_submitit_launcher"}
 
@@ -42,7 +44,11 @@ def required_values(tmp_path, cache_dir):
     jsonl.write_text("".join(f'{{"text": "document {i} says hello"}}\n' for i in range(20)))
     tok = tmp_path / "tok.json"
     tok.write_text("{}")
+    from tokenizer.tokenfile import write_tokens
+
+    write_tokens(tmp_path / "train.bin", [range(256)], vocab_size=256, fingerprint="f" * 64)
     return {
+        ("data", "tokens"): [f"data.train_path={tmp_path / 'train.bin'}"],
         ("data", "text"): [f"data.paths=[{text}]"],
         ("data", "hf"): [f"data.name={jsonl}"],
         ("tokenizer", "load"): [f"tokenizer.path={tok}"],
@@ -51,7 +57,10 @@ def required_values(tmp_path, cache_dir):
 
 @pytest.mark.parametrize("group,option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_option_composes_and_validates(group, option, required_values, cache_dir, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a hub preset (tinystories) is checked without the network
+    # a hub preset (tinystories) is checked without the network: the hub "answers", offline flags are off
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr("tokenizer.datasets_source.hub_reachable", lambda timeout=3.0: True)
     cfg = compose_config(["logger=disabled", f"data.cache_dir={cache_dir}", f"{group}={option}",
                        *required_values.get((group, option), [])])
     c = validate(cfg)
@@ -76,7 +85,7 @@ def test_experiments_sweep_what_they_say(cache_dir):
     assert params("pos_encodings")["model/pos"].split(",") == ["learned", "sinusoidal", "relative", "alibi", "rope", "none"]
     assert len(params("pos_encodings")["seed"].split(",")) == 3
     # the grids of docs/experiments.md: pre/post x warmup 0/100 x 3 seeds; n_layers 1..16 x 3 seeds; 4 encodings
-    assert set(params("norm_placement")["model.norm"].split(",")) == {"pre", "post"}
+    assert set(params("norm_placement")["model/norm"].split(",")) == {"pre", "post"}
     assert params("norm_placement")["schedule.warmup_steps"].split(",") == ["0", "100"]
     assert params("depth_vs_width")["model.shape.n_layers"].split(",") == ["1", "2", "4", "8", "16"]
     for name in ("norm_placement", "depth_vs_width"):
@@ -106,10 +115,61 @@ def test_model_presets_state_their_real_non_embedding_count():
         text = path.read_text()
         stated = re.search(r"non-embedding (?:params|count): ([\d,]+)", text, re.I)
         assert stated, f"{path.name} does not state its non-embedding count"
-        d = yaml.safe_load(text)
-        d.pop("shape")
+        d = yaml.safe_load(text)  # sparse: only what differs from ModelConfig's defaults
         d.update(vocab_size=1024, n_ctx=64)
         assert int(stated.group(1).replace(",", "")) == count_params(ModelConfig.from_dict(d), non_embedding=True), path.name
+
+
+# -- one name everywhere: group option files == arch registry keys; presets == ModelConfig defaults + PRESETS ----
+
+# group -> (the ModelConfig field it sets, the arch registry module and dict whose keys are the valid values)
+MODEL_GROUPS = {
+    "model/pos": ("pos.kind", "arch.positional", "POSITIONAL"),
+    "model/norm": ("norm", "arch.block", "BLOCKS"),
+    "model/norm_type": ("norm_type", "arch.norms", "NORMS"),
+    "model/activation": ("activation", "arch.mlp", "MLPS"),
+    "model/attention": ("attention", "arch.attention", "ATTENTION"),
+}
+
+
+@pytest.mark.parametrize("group", list(MODEL_GROUPS))
+def test_model_group_options_are_the_arch_registry(group):
+    field, module, name = MODEL_GROUPS[group]
+    registry = getattr(importlib.import_module(module), name)
+    assert sorted(p.stem for p in (CONF / group).glob("*.yaml")) == sorted(registry)
+    for option in registry:  # each option file sets that field to its own name (the report column value)
+        c = validate(compose_config(["logger=disabled", f"{group}={option}"]))
+        value = c["model"]["pos"]["kind"] if field == "pos.kind" else c["model"][field]
+        assert value == option
+
+
+def test_model_groups_are_in_the_defaults_list_and_dotted_keys_still_work():
+    defaults = yaml.safe_load((CONF / "train.yaml").read_text())["defaults"]
+    listed = {k for d in defaults if isinstance(d, dict) for k in d}
+    assert set(MODEL_GROUPS) <= listed
+    c = validate(compose_config(["logger=disabled", "model.norm=post", "model.activation=swiglu"]))
+    assert (c["model"]["norm"], c["model"]["activation"]) == ("post", "swiglu")
+    c = validate(compose_config(["logger=disabled", "model=small", "model/norm=sandwich", "model/norm_type=rmsnorm"]))
+    assert (c["model"]["norm"], c["model"]["norm_type"], c["model"]["d_model"]) == ("sandwich", "rmsnorm", 128)
+
+
+def test_model_presets_are_model_config_defaults_plus_presets():
+    import dataclasses
+
+    from arch import ModelConfig
+    from arch.presets import PRESETS
+
+    assert sorted(p.stem for p in (CONF / "model").glob("*.yaml")) == sorted(PRESETS)
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)
+                if f.default is not dataclasses.MISSING}  # pos has a default_factory: its own group
+    grouped = {"norm", "norm_type", "activation", "attention", "pos"}
+    for name, fields in PRESETS.items():
+        assert not set(fields) & grouped, name  # a preset would silently beat model/norm=... on the command line
+        c = validate(compose_config(["logger=disabled", f"model={name}", "train.n_ctx=32"]))
+        model = dict(c["model"])
+        assert model.pop("pos") == {"kind": "learned"}
+        assert (model.pop("vocab_size"), model.pop("n_ctx"), model.pop("shape")) == (None, 32, None)
+        assert model == {**defaults, **fields}, name
 
 
 # -- config errors: one clear message, before any data is read ---------------------------------------------------
@@ -127,14 +187,14 @@ def no_data_loading(monkeypatch):
     "overrides,message",
     [
         (["model.d_model=30", "model.n_heads=4"], "not divisible by n_heads"),
-        (["model.activation=tanh"], "unknown activation 'tanh'"),
-        (["data=text"], "data.paths is required"),
+        (["model.activation=tanh"], "model.activation: unknown value 'tanh'"),
+        (["data=text"], "data.paths: is required"),
         (["data=text", "data.paths=[/nonexistent/corpus.txt]"], "no file matches"),
-        (["schedule.name=step"], "unknown schedule.name 'step'"),
-        (["tokenizer.vocab_size=100"], "tokenizer.vocab_size must be"),
+        (["schedule.name=step"], "schedule.name: unknown value 'step'"),
+        (["tokenizer.vocab_size=100"], "tokenizer.vocab_size: must be"),
         (["tokenizer=load", "tokenizer.path=/nonexistent/tok.json"], "does not exist"),
-        (["train.n_ctx=128", "model.n_ctx=64"], "exceeds model.n_ctx"),
-        (["train.batch_size=0"], "train.batch_size must be a positive integer"),
+        (["train.n_ctx=128", "model.n_ctx=64"], "train.n_ctx: 128 exceeds model.n_ctx"),
+        (["train.batch_size=0"], "train.batch_size: must be an integer >= 1"),
     ],
 )
 def test_config_errors_are_raised_before_data(make_cfg, no_data_loading, overrides, message):
@@ -145,7 +205,7 @@ def test_config_errors_are_raised_before_data(make_cfg, no_data_loading, overrid
 def test_unreachable_hub_name_fails_fast_with_local_file_advice(make_cfg, no_data_loading, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr("experiments.data.hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr("tokenizer.datasets_source.hub_reachable", lambda timeout=3.0: False)
     with pytest.raises(ConfigError, match=r"data=text data.paths="):
         train(make_cfg("data=hf", "data.name=someone/some-dataset"))
 
@@ -168,9 +228,10 @@ def test_cli_config_error_is_one_line_without_traceback(cli_env, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_cli_unknown_option_uses_hydras_error(cli_env, tmp_path):
+def test_cli_unknown_option_is_one_line(cli_env, tmp_path):
     proc = subprocess.run([PYTHON, "-m", "experiments.train", "model/pos=spiral", f"hydra.run.dir={tmp_path}/run"],
                           cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
-    assert "spiral" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("config error: model/pos: unknown option 'spiral'; "
+                                   "choose from alibi, learned, none, relative, rope, sinusoidal")
     assert not (Path(tmp_path) / "run" / "metrics.jsonl").exists()

@@ -97,14 +97,42 @@ def test_train_refuses_existing_output_unless_forced(corpus, tmp_path, capsys):
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
     argv = ["train", str(corpus / "b.txt"), "--vocab-size", "280", "--out", str(out), "--workers", "1"]
-    assert "already exists; pass --force" in run_err(capsys, argv)
-    assert (out / "precious.txt").read_text() == "keep me"
-    # a forced run that fails (bad pattern) still leaves the old dir alone
+    # an existing dir without tokenizer.json: tokenizer.json is added beside the other files
+    assert main(argv) == 0
+    first = (out / "tokenizer.json").read_bytes()
+    assert "tokenizer.json already exists; pass --force" in run_err(capsys, argv)
+    # a forced run that fails (bad pattern) leaves everything alone
     run_err(capsys, argv + ["--force", "--pattern", "nope"])
-    assert (out / "precious.txt").read_text() == "keep me"
-    assert main(argv + ["--force"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["tokenizer.json"]
+    assert (out / "precious.txt").read_text() == "keep me" and (out / "tokenizer.json").read_bytes() == first
+    assert main(argv + ["--force", "--vocab-size", "290"]) == 0  # replaces tokenizer.json only, never the rest
+    assert sorted(p.name for p in out.iterdir()) == ["precious.txt", "tokenizer.json"]
+    assert (out / "precious.txt").read_text() == "keep me" and (out / "tokenizer.json").read_bytes() != first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"]
+
+
+def test_train_force_never_deletes_inputs(tmp_path, capsys):
+    """`bpe train 'prec/*.txt' --out prec --force` used to replace the whole dir, inputs included."""
+    prec = tmp_path / "prec"
+    prec.mkdir()
+    (prec / "a.txt").write_text("some precious text " * 50)
+    (prec / "sub").mkdir()
+    (prec / "sub" / "b.txt").write_text("more text " * 50)
+    for inputs, out in [([f"{prec}/*.txt"], prec), ([str(prec / "sub" / "b.txt")], prec), ([str(prec / "a.txt")], prec / "a.txt")]:
+        line = run_err(capsys, ["train", *inputs, "--vocab-size", "260", "--out", str(out), "--force", "--workers", "1"])
+        assert str(out) in line
+    link = tmp_path / "link"
+    link.symlink_to(prec, target_is_directory=True)  # the same dir under another name
+    assert "holds the input" in run_err(capsys, ["train", str(link / "a.txt"), "--vocab-size", "260", "--out", str(prec), "--force"])
+    assert sorted(p.name for p in prec.iterdir()) == ["a.txt", "sub"]
+    assert (prec / "a.txt").read_text() == "some precious text " * 50
+
+
+def test_train_out_holding_the_dataset_refused(tmp_path, capsys):
+    data = tmp_path / "d" / "d.jsonl"
+    data.parent.mkdir()
+    data.write_text(json.dumps({"text": "hello world"}) + "\n")
+    line = run_err(capsys, ["train", "--dataset", str(data), "--vocab-size", "260", "--out", str(data.parent), "--force"])
+    assert "holds the input" in line and data.read_text() == json.dumps({"text": "hello world"}) + "\n"
 
 
 def test_train_from_local_dataset(tmp_path, capsys):
@@ -124,7 +152,7 @@ def test_train_from_local_dataset(tmp_path, capsys):
 def test_train_hub_dataset_offline_fails_fast(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     line = run_err(capsys, ["train", "--dataset", "someone/some-corpus", "--vocab-size", "300", "--out", str(tmp_path / "x")])
-    assert "cannot load dataset 'someone/some-corpus' (offline?): use local files" in line
+    assert "dataset 'someone/some-corpus' is not a local path and the Hugging Face hub is off" in line
 
 
 # ---------------------------------------------------------------- encode / decode
@@ -229,7 +257,7 @@ def test_convert_hf_and_tiktoken(trained_dir, tmp_path, capsys):
     assert enc.encode(text, allowed_special="all") == tok.encode(text, allowed_special="all")
     capsys.readouterr()
     assert "already exists; pass --force" in run_err(capsys, ["convert", str(trained_dir), "--to", "hf", "--out", str(hf_path)])
-    assert "refusing to overwrite" in run_err(capsys, ["convert", str(trained_dir), "--to", "hf", "--out", str(trained_dir / "tokenizer.json"), "--force"])
+    assert "is the input" in run_err(capsys, ["convert", str(trained_dir), "--to", "hf", "--out", str(trained_dir / "tokenizer.json"), "--force"])
     assert main(["convert", str(trained_dir), "--to", "hf", "--out", str(hf_path), "--force"]) == 0
 
 

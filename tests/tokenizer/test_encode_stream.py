@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from tests.tokenizer.tokenizers_for_tests import EOT, MAX_EXAMPLES, hand_tokenizer, text_strategy, trained_tokenizer
 from tokenizer.corpus import embedded_text
-from tokenizer.stream import encode_chunks, encode_file, read_token_file, sidecar_path, token_dtype
+from tokenizer.stream import encode_chunks, encode_file
+from tokenizer.tokenfile import read_tokens, sidecar_path, token_dtype
 from tokenizer.tokenizer import Tokenizer
 
 
@@ -136,7 +137,9 @@ def test_encode_file_matches_encode(tmp_path):
     assert json.loads(sidecar_path(out).read_text()) == meta
     arr = np.memmap(out, dtype=np.uint16, mode="r")
     assert arr.tolist() == expected
-    assert read_token_file(out).tolist() == expected
+    ids, side = read_tokens(out, expect_fingerprint=tok.fingerprint())
+    assert ids.tolist() == expected and side == meta
+    assert meta["n_bytes"] == len(text.encode("utf-8")) and meta["format"] == "archlab-tokens"  # the tokenfile schema
     assert out.stat().st_size == 2 * len(expected)
     # the method form, ordinary mode
     meta2 = tok.encode_file(src, tmp_path / "o2.bin", allowed_special=(), disallowed_special=())
@@ -152,6 +155,7 @@ def test_encode_file_invalid_utf8_is_replaced_with_a_warning(tmp_path):
         meta = tok.encode_file(src, tmp_path / "bad.bin")
     assert np.fromfile(tmp_path / "bad.bin", dtype="<u2").tolist() == tok.encode("ab\ufffdc\ufffd end")
     assert meta["count"] == len(tok.encode("ab\ufffdc\ufffd end"))
+    assert meta["n_bytes"] == len("ab\ufffdc\ufffd end".encode("utf-8"))  # bytes of the text encoded (after U+FFFD)
 
 
 def test_dtype_switches_to_uint32_for_large_vocab(tmp_path):

@@ -1,0 +1,51 @@
+"""Model presets: a name -> only the ModelConfig fields that differ from its defaults. The one source of truth.
+
+`conf/model/<name>.yaml` holds exactly `PRESETS[name]` (a test composes `model=<name>` and compares it with
+ModelConfig's defaults + PRESETS[name], and checks conf/model's files == PRESETS' keys); `python -m arch.info`
+builds its table from the published ones. The run-time fields are not part of a preset: `vocab_size` comes from
+the tokenizer and `n_ctx` from `train.n_ctx` (PUBLISHED_N_CTX holds the published context lengths for arch.info).
+The GPT shapes are the published ones (GPT-2: Radford et al. 2019 table 2, d_head 64; GPT-3: Brown et al. 2020
+table 2.1), with ModelConfig's defaults = GPT-2's architecture (learned positions, pre-LN, GELU, biases, tied
+embeddings).
+Not handled: presets that change the architecture knobs that are config groups of their own (model/norm,
+model/norm_type, model/activation, model/attention, model/pos): a test keeps those out of PRESETS, so the group
+choice on the command line is never overridden by a preset.
+
+    >>> preset_config("tiny", vocab_size=512, n_ctx=64).d_model
+    64
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arch.config import ModelConfig
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # laptop / CI sizes
+    "tiny": {"d_model": 64, "n_layers": 2, "n_heads": 4},  # CPU smoke tests and the demo
+    "small": {"d_model": 128, "n_layers": 4, "n_heads": 4},  # CPU comparisons
+    # depth vs width at ~0.8M non-embedding parameters (12 * n_layers * d_model^2)
+    "iso800k_l1": {"d_model": 256, "n_layers": 1, "n_heads": 8},
+    "iso800k_l2": {"d_model": 180, "n_layers": 2, "n_heads": 3},
+    "iso800k_l4": {"d_model": 128, "n_layers": 4, "n_heads": 4},
+    "iso800k_l8": {"d_model": 90, "n_layers": 8, "n_heads": 3},
+    "iso800k_l16": {"d_model": 64, "n_layers": 16, "n_heads": 2},
+    # published shapes
+    "gpt2-small": {"d_model": 768, "n_layers": 12, "n_heads": 12},  # 124,439,808 params (HF's count)
+    "gpt2-medium": {"d_model": 1024, "n_layers": 24, "n_heads": 16},
+    "gpt2-large": {"d_model": 1280, "n_layers": 36, "n_heads": 20},
+    "gpt2-xl": {"d_model": 1600, "n_layers": 48, "n_heads": 25},
+    "gpt3-175b": {"d_model": 12288, "n_layers": 96, "n_heads": 96},  # d_head 128
+}
+
+# The published models' context lengths and vocabulary (arch.info's table; a run takes both from its config).
+PUBLISHED_N_CTX = {"gpt2-small": 1024, "gpt2-medium": 1024, "gpt2-large": 1024, "gpt2-xl": 1024, "gpt3-175b": 2048}
+GPT2_VOCAB = 50257
+
+
+def preset_config(name: str, *, vocab_size: int, n_ctx: int, **overrides: Any) -> ModelConfig:
+    """ModelConfig(defaults + PRESETS[name] + overrides); an unknown name lists the presets."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+    return ModelConfig(vocab_size=vocab_size, n_ctx=n_ctx, **{**PRESETS[name], **overrides})

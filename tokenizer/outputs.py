@@ -1,0 +1,89 @@
+"""Output-path safety for the `bpe` commands that write (train, encode, convert): the one place that decides
+whether an output may be written, and that turns a failed write into one line naming the USER's path.
+
+    check_not_input(out, [src, tok_file], flag="--out")      # out (or out.json) is an input, also via a symlink
+    check_inside_not_input(out_dir, inputs)                   # out_dir is, or contains, an input
+    check_new(out, force=args.force)                          # exists and no --force -> refused
+    with writing(out): write_tokens(out, ...)                 # OSError on a temp file / parent -> "cannot write OUT"
+
+Rules (docs/tokenizer.md, "Outputs and --force"): a command writes only its own named files, each atomically
+(temp file beside it + rename), never deletes anything else; `--force` only lets it replace those files; an
+output that is one of its inputs is refused even with --force. Not handled: two hard links to one file under
+different names when one of them does not exist yet (nothing to compare), races with other processes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class OutputError(ValueError):
+    """An output that must not be written (one line naming the user's path)."""
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True when `a` and `b` name one file: the same inode if both exist, else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    path, directory = path.resolve(), directory.resolve()
+    return path == directory or directory in path.parents
+
+
+def check_not_input(out: Path, inputs: Iterable[Path | None], *, flag: str = "--out", sidecar: Path | None = None) -> None:
+    """Refuse an output (or its `sidecar`) that is one of the `inputs` (None entries, e.g. stdin, are skipped)."""
+    for inp in inputs:
+        if inp is None:
+            continue
+        for target in (out, sidecar):
+            if target is not None and same_file(target, inp):
+                what = "" if target == out else f" (its sidecar {target})"
+                raise OutputError(f"{flag} {out}{what} is the input {inp}; write to another path")
+
+
+def check_inside_not_input(out_dir: Path, inputs: Iterable[Path], *, flag: str = "--out") -> None:
+    """Refuse an output directory that is, or contains, one of the inputs."""
+    for inp in inputs:
+        if _inside(inp, out_dir):
+            raise OutputError(f"{flag} {out_dir} holds the input {inp}; write the tokenizer to another directory")
+
+
+def check_new(out: Path, *, force: bool, also: Iterable[Path] = ()) -> None:
+    """Refuse an existing `out` (or one of the `also` companions, e.g. its sidecar) unless `force`."""
+    if out.is_dir():
+        raise OutputError(f"{out} is a directory; give a file name")
+    if force:
+        return
+    for p in (out, *also):
+        if p.exists() or p.is_symlink():
+            raise OutputError(f"{p} already exists; pass --force to replace it")
+
+
+@contextmanager
+def writing(out: Path) -> Iterator[None]:
+    """Re-raise an OSError about `out`'s temp file, `out` itself or one of its parents as one line naming `out`.
+
+    Errors about other files (an input that fails while being read) pass through unchanged.
+    """
+    try:
+        yield
+    except OSError as e:
+        name = e.filename
+        resolved_out = out.absolute()
+        if not isinstance(name, (str, bytes, os.PathLike)) or _about_output(Path(os.fsdecode(name)).absolute(), resolved_out):
+            reason = e.strerror or type(e).__name__
+            raise OutputError(f"cannot write {out}: {reason}") from None
+        raise
+
+
+def _about_output(name: Path, out: Path) -> bool:
+    # out, a parent of it, its sidecar, or a temp file beside it (`.{out.name}.*`, the writers' naming)
+    same_dir = name.parent == out.parent and (name.name.startswith(f".{out.name}") or name.name == f"{out.name}.json")
+    return name == out or name in out.parents or same_dir
