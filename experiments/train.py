@@ -188,11 +188,11 @@ def train(cfg: DictConfig | dict) -> dict[str, Any]:
 def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) -> dict[str, Any]:
     from arch import build_model, count_params, flops_per_token
     from experiments import flops as flops_lib
-    from experiments.data import WindowSampler, load_corpus, rank_seed
+    from experiments.data import WindowSampler, rank_seed
     from experiments.evaluate import evaluate_model, length_extrapolation
     from experiments.optim import build_optimizer
     from experiments.schedule import lr_at
-    from experiments.tokenize_cache import get_token_data, get_tokenizer
+    from experiments.tokenize_cache import prepare_data
     from experiments.tracking import Tracker
 
     tc, seed = c["train"], int(c["seed"])
@@ -206,11 +206,10 @@ def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) 
 
     # -- data: corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) --------------
     cache_dir = c["data"]["cache_dir"]
-    corpus = load_corpus(c["data"])
-    tok, tok_info = get_tokenizer(corpus, c["tokenizer"], cache_dir, progress=progress)
-    data = get_token_data(corpus, tok, cache_dir)
+    prepared = prepare_data(c["data"], c["tokenizer"], cache_dir, progress=progress)
+    tok, tok_info, data = prepared.tokenizer, prepared.tokenizer_info, prepared.data
     if is_main:
-        log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", corpus.name, len(data.train), len(data.val),
+        log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(data.train), len(data.val),
                  tok.vocab_size, "cached" if tok_info["cached"] else f"trained in {tok_info['train_seconds']:.1f}s")
 
     B, T, accum = int(tc["batch_size"]), int(tc["n_ctx"]), int(tc["grad_accum"])
@@ -431,4 +430,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    from experiments.cli_precheck import precheck_or_exit
+
+    precheck_or_exit(sys.argv[1:])
     main()

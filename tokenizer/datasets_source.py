@@ -55,7 +55,7 @@ def _hub_help(name: str, why: str) -> str:
     return (
         f"dataset {name!r} is not a local path and the Hugging Face hub is {why}; use a local dataset instead "
         f"(a save_to_disk folder, or a file/folder of {'/'.join(sorted(DATA_FILE_BUILDERS))}), or download it "
-        f"once with network access (the datasets cache is then used offline)"
+        f"once with network access and save it locally (datasets.load_dataset(...).save_to_disk(DIR), then pass DIR)"
     )
 
 

@@ -28,9 +28,11 @@ import regex
 
 # GPT-2 (Radford et al. 2019), as in openai/gpt-2 encoder.py.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-# cl100k_base (GPT-3.5/4): case-insensitive contractions, digits in groups of at most 3, newlines kept apart.
+# cl100k_base (GPT-3.5/4): case-insensitive contractions, digits in groups of at most 3, newlines kept apart,
+# whitespace at the very end one pre-token (`\s++$`: "x  \n  " -> "x", "  \n  "). Same matches as tiktoken's
+# published cl100k pat_str (tests/tokenizer/test_encode_tiktoken.py checks the ids against it).
 GPT4_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s++$|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 
 PATTERNS: dict[str, str] = {
@@ -80,7 +82,7 @@ _NS = r"[^\t\n\x0b\x0c\r ]"
 _GPT2_ASCII = rf"""\ ?[A-Za-z]+|\ ?[0-9]+|'s|'t|'re|'ve|'m|'ll|'d|\ ?[^\t\n\x0b\x0c\r A-Za-z0-9]+|{_S}+(?!{_NS})|{_S}+"""
 _GPT4_ASCII = (
     r"""'(?:[sdmtSDMT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\nA-Za-z0-9]?+[A-Za-z]+|[0-9]{1,3}"""
-    rf"""|\ ?[^\t\n\x0b\x0c\r A-Za-z0-9]++[\r\n]*|{_S}*[\r\n]|{_S}+(?!{_NS})|{_S}+"""
+    rf"""|\ ?[^\t\n\x0b\x0c\r A-Za-z0-9]++[\r\n]*|{_S}++$|{_S}*[\r\n]|{_S}+(?!{_NS})|{_S}+"""
 )
 ASCII_PATTERNS: dict[str, str] = {GPT2_PATTERN: _GPT2_ASCII, GPT4_PATTERN: _GPT4_ASCII}
 
@@ -250,7 +252,7 @@ def _covering(finditer: Callable) -> Callable[[str], list[str]]:
                 out.append(text[pos:start])
             if end > start:
                 out.append(text[start:end])
-                pos = end
+            pos = end
         if pos < len(text):
             out.append(text[pos:])
         return out

@@ -260,10 +260,12 @@ class Tokenizer:
         allowed_special: AllowedSpecial = "all",
         disallowed_special: DisallowedSpecial = (),
     ) -> dict:
-        """Stream a UTF-8 text file into a raw little-endian `.bin` of ids + a JSON sidecar `out + ".json"`.
+        """Stream a UTF-8 text file into a token file: a raw little-endian `.bin` of ids + a JSON sidecar
+        `out + ".json"` (the format of `tokenizer/tokenfile.py`, written by its `write_tokens`; n_bytes = the UTF-8
+        bytes of the text encoded). An existing `out` is replaced (the `bpe` CLI refuses without --force).
 
         dtype is uint16 when every id fits (vocab_size <= 65536), else uint32; read it back with
-        `np.memmap(out, dtype=meta["dtype"], mode="r")`. Special-token text in the file becomes special ids by
+        `tokenfile.read_tokens(out, expect_fingerprint=tok.fingerprint())`. Special-token text in the file becomes special ids by
         default (corpora separate documents with <|endoftext|>). Returns the sidecar dict.
         """
         from tokenizer.stream import encode_file

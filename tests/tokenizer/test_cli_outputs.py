@@ -5,7 +5,6 @@ replace."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -168,7 +167,8 @@ def test_write_errors_name_the_users_path_not_a_temp_file(toks, tmp_path, capsys
         expected = target / "tokenizer.json" if command == "train" else target
         assert f"cannot write {expected}:" in line, line
         assert ".tmp" not in line
-    (tmp_path / "ro").exists() and (tmp_path / "ro").chmod(0o700)
+    if (tmp_path / "ro").exists():
+        (tmp_path / "ro").chmod(0o700)  # let tmp_path be cleaned up
 
 
 def test_disk_error_while_writing_temp_file_names_the_output(toks, tmp_path, capsys, monkeypatch):

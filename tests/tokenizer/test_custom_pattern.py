@@ -19,6 +19,7 @@ from tokenizer.train import train_bpe_from_iterator
 
 PATTERNS = [r"\w+", r"[a-z]+", r" ?\p{L}+", r"\d", r"(a)b|(\s)+", r"\w*", r"(?<=a)b"]
 SPECIALS = [EOT, "<|pad|>"]
+pytestmark = pytest.mark.filterwarnings("ignore:stopped at vocab size")
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

@@ -1,12 +1,20 @@
 """GPT-2 loaded from vocab.json + merges.txt gives exactly tiktoken's ids (tiktoken built offline from the same
-files), on real text files and hypothesis text, special-token cases included. Needs ../shared/data."""
+files and tiktoken's own published pattern), on real text files and hypothesis text, special-token cases included
+(needs ../shared/data); and our gpt2/gpt4 patterns split like tiktoken's published r50k/cl100k patterns."""
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import pytest
+import regex
 from hypothesis import given, settings
 
-from tests.tokenizer.tokenizers_for_tests import EOT, MAX_EXAMPLES, gpt2_tokenizer, text_strategy, tiktoken_gpt2
+from tests.tokenizer.tokenizers_for_tests import (
+    EOT, MAX_EXAMPLES, TIKTOKEN_PATTERNS, gpt2_tokenizer, text_strategy, tiktoken_gpt2, trained_tokenizer,
+)
+from tokenizer.pretokenize import splitter
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +77,39 @@ def test_special_token_cases(pair):
     assert ours.encode(EOT, allowed_special="all") == [50256]
     with pytest.raises(ValueError, match=r"text contains special token '<\|endoftext\|>'"):
         ours.encode(f"x{EOT}")
+
+
+# ---------------------------------------------------------------- our split patterns vs tiktoken's published ones
+def test_published_patterns_are_tiktokens():
+    """The cl100k literal copied into tokenizers_for_tests is still the one in the installed tiktoken."""
+    import tiktoken_ext.openai_public as public
+
+    from tests.tokenizer.tokenizers_for_tests import TIKTOKEN_CL100K_PATTERN
+
+    source = Path(public.__file__).read_text(encoding="utf-8")
+    assert f'r"""{TIKTOKEN_CL100K_PATTERN}"""' in source
+
+
+TRAILING = ["x  \n  ", "a\n \n", "end \n\n  ", " \r\n\t ", "hi  \n\n there  ", "12345 \n", "it's  \n "]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt4"])
+@settings(deadline=None, max_examples=MAX_EXAMPLES)
+@given(text=text_strategy())
+def test_our_patterns_give_tiktokens_ids(name, text):
+    """Same merges, tiktoken's OWN published pattern: ids equal, so our PATTERNS[name] splits like tiktoken's."""
+    ours, theirs = _trained_pair(name)
+    for t in (text, text + TRAILING[len(text) % len(TRAILING)]):
+        assert ours.encode(t, allowed_special="all") == theirs.encode(t, allowed_special="all")
+        assert ours.encode_ordinary(t) == theirs.encode_ordinary(t)
+        assert splitter(name)(t) == regex.findall(TIKTOKEN_PATTERNS[name], t)
+
+
+@functools.cache
+def _trained_pair(name: str):
+    import tiktoken
+
+    tok = trained_tokenizer(name)
+    ranks = {tok.id_to_token(i): i for i in range(tok.vocab_size) if i not in set(tok.special_tokens.values())}
+    return tok, tiktoken.Encoding(name=f"ref-{name}", pat_str=TIKTOKEN_PATTERNS[name], mergeable_ranks=ranks,
+                                  special_tokens=tok.special_tokens)

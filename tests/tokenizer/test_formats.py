@@ -12,7 +12,7 @@ import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.tokenizer.tokenizers_for_tests import EOT, MAX_EXAMPLES, gpt2_tokenizer, text_strategy, trained_tokenizer
+from tests.tokenizer.tokenizers_for_tests import EOT, MAX_EXAMPLES, TIKTOKEN_PATTERNS, gpt2_tokenizer, text_strategy, trained_tokenizer
 from tokenizer.formats import bytes_to_unicode, rank_bpe, tiktoken_incompatibility, token_to_unicode, unicode_to_token
 from tokenizer.tokenizer import Tokenizer
 
@@ -106,7 +106,8 @@ def _tiktoken(tok, tmp_path):
     path = tmp_path / "tok.tiktoken"
     tok.export_tiktoken(path)
     ranks = load_tiktoken_bpe(str(path))
-    return tiktoken.Encoding(name="exported", pat_str=tok.pattern, mergeable_ranks=ranks, special_tokens=tok.special_tokens)
+    pat_str = TIKTOKEN_PATTERNS.get(tok.pattern_name, tok.pattern)  # tiktoken's own gpt2/cl100k pattern, not ours
+    return tiktoken.Encoding(name="exported", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=tok.special_tokens)
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "gpt4"])

@@ -3,7 +3,9 @@
 * `hand_tokenizer()`: a few hand-written merges + two special tokens (no trainer involved).
 * `trained_tokenizer(pattern)`: trained by `train_bpe_from_iterator` on the embedded corpus (no shared data).
 * `gpt2_tokenizer(data)` / `tiktoken_gpt2(data)`: GPT-2 from ../shared/data/cs336 and the matching tiktoken
-  `Encoding`, built from the same files (never `tiktoken.get_encoding`, which downloads).
+  `Encoding`, built from the same files and tiktoken's own pattern (never `tiktoken.get_encoding`, which downloads).
+* `TIKTOKEN_PATTERNS`: the split patterns exactly as tiktoken publishes them (gpt2/r50k, cl100k), so a tiktoken
+  reference is never built with OUR pattern (which would leave our pattern unchecked).
 * `text_strategy()`: hypothesis text: arbitrary UTF-8-encodable unicode mixed with special tokens, their
   look-alikes and whitespace/digit runs that stress the split patterns.
 """
@@ -22,6 +24,16 @@ from tokenizer.tokenizer import Tokenizer
 
 MAX_EXAMPLES = int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "200"))
 EOT = "<|endoftext|>"
+
+# tiktoken's published split patterns. r50k (= gpt2's) is a module-level constant of tiktoken_ext.openai_public;
+# cl100k's is a literal inside cl100k_base() (which downloads its ranks), copied verbatim from tiktoken 0.14.0's
+# tiktoken_ext/openai_public.py (test_encode_tiktoken.py checks the installed file still holds it).
+from tiktoken_ext.openai_public import r50k_pat_str as TIKTOKEN_GPT2_PATTERN  # noqa: E402
+
+TIKTOKEN_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+TIKTOKEN_PATTERNS = {"gpt2": TIKTOKEN_GPT2_PATTERN, "gpt4": TIKTOKEN_CL100K_PATTERN}
 
 LOOKALIKES = [
     EOT, EOT + EOT, "<|endoftext|", "<|endoftext", "|endoftext|>", "<|", "|>", "<", "<|pad|>", "<|pad|", "<|endoftext|><|pad|>",
@@ -58,9 +70,7 @@ def tiktoken_gpt2(data: Path):
     import tiktoken
     from transformers.convert_slow_tokenizer import bytes_to_unicode  # independent of tokenizer.formats
 
-    from tokenizer.pretokenize import GPT2_PATTERN
-
     byte_of = {c: b for b, c in bytes_to_unicode().items()}
     encoder = json.loads((data / "cs336" / "gpt2_vocab.json").read_text(encoding="utf-8"))
     ranks = {bytes(byte_of[c] for c in s): i for s, i in encoder.items() if s != EOT}
-    return tiktoken.Encoding(name="gpt2-local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256})
+    return tiktoken.Encoding(name="gpt2-local", pat_str=TIKTOKEN_GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256})
