@@ -4,7 +4,8 @@
 metrics.jsonl, summary.json, .hydra/}`): 5 groups × 3 seeds that differ in position encoding, norm placement and
 n_layers × d_model shape (same ~0.8M non-embedding budget), with the post-LN seed 2 run diverged (NaN loss
 from step 120). Curves are deterministic functions of (group, seed), so tests can recompute expected values.
-Not a model of real training dynamics; only the shapes and keys are realistic.
+`write_unfinished_run` writes a failed / interrupted run the way train.py leaves one (summary `error`, maybe no
+config and no metrics). Not a model of real training dynamics; only the shapes and keys are realistic.
 """
 
 from __future__ import annotations
@@ -158,3 +159,19 @@ def write_sweep(root: Path, groups: list[dict[str, Any]] | None = None, seeds: t
             dirs.append(run_dir)
             job += 1
     return dirs
+
+
+def write_unfinished_run(run_dir: Path, status: str, error: str | None, g: dict[str, Any] | None = None, seed: int = 0,
+                         steps: int = 0, experiment: str = "arch_sweep") -> Path:
+    """A run that stopped early: `status` failed|interrupted|diverged, summary `error` (omitted when None).
+    With `g`, it has a config and `steps` steps of train metrics; without, only summary.json (a run that failed
+    before writing its config)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    metrics = [m for m in make_metrics(g, seed) if m["step"] <= steps and "train/loss" in m] if g and steps else []
+    summary: dict[str, Any] = {"status": status, "experiment": experiment, "seed": seed, "steps": steps}
+    if error is not None:
+        summary["error"] = error
+    if g is None:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return run_dir
+    return write_run(run_dir, make_config(g, seed, experiment, out_dir=str(run_dir)), metrics, summary)

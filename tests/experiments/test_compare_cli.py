@@ -13,9 +13,8 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from experiments.compare import build_report, main
-from experiments.runs import RunsError
-from experiments.wandb_pull import run_from_wandb
+from experiments.compare import RunsError, build_report, main
+from experiments.compare.wandb_pull import run_from_wandb
 from tests.experiments.synthetic_runs import GROUPS, write_sweep
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""runs.py: discovering run dirs, loading them, and grouping by the config keys that differ."""
+"""experiments.compare runs.py + grouping.py: discovering run dirs, loading them, and grouping by the config keys that differ."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.runs import (
+from experiments.compare import (
     RunsError,
     check_keys,
     default_group_keys,

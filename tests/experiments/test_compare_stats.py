@@ -1,4 +1,4 @@
-"""compare.py's numbers: interpolation, mean ± std bands, per-group stats checked against numpy."""
+"""experiments.compare.stats: the numbers: interpolation, mean ± std bands, per-group stats checked against numpy."""
 
 from __future__ import annotations
 
@@ -8,8 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.compare import band, best_value, count_label, final_value, interpolate, mean_std, run_extrap, summarize
-from experiments.runs import group_runs, load_runs
+from experiments.compare import (
+    band,
+    best_value,
+    count_label,
+    final_value,
+    group_runs,
+    interpolate,
+    load_runs,
+    mean_std,
+    run_extrap,
+    summarize,
+)
 from tests.experiments.synthetic_runs import write_sweep
 
 
@@ -95,7 +105,7 @@ def test_extrap_reads_summary_and_keeps_na(groups) -> None:
 
 
 def test_count_label_for_running_and_failed(tmp_path: Path) -> None:
-    from experiments.runs import Group, load_run
+    from experiments.compare import Group, load_run
     from tests.experiments.synthetic_runs import GROUPS, make_config, write_run
 
     live = load_run(write_run(tmp_path / "a", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0, "train/loss": 6.0}], None))

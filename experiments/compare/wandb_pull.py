@@ -1,4 +1,4 @@
-"""Pull the runs of one wandb group into `Run` records, so compare.py can report on them like local runs.
+"""Pull the runs of one wandb group into `Run` records, so the report treats them like local runs.
 
     python -m experiments.compare --wandb-group pos_x_norm --wandb-project my-entity/archlab
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from experiments.runs import Run, RunsError
+from experiments.compare.runs import Run, RunsError
+from experiments.rundir import STATUSES
 
 WANDB_STATES = {"finished": "completed", "crashed": "failed", "failed": "failed", "killed": "failed", "running": "running"}
 
@@ -42,7 +43,7 @@ def run_from_wandb(wr: Any, history: Iterable[dict[str, Any]] | None = None) -> 
     extrap = {k: v for k, v in summary.items() if str(k).startswith("extrap/")}
     if extrap and not isinstance(summary.get("extrap"), dict):
         summary["extrap"] = extrap
-    if summary.get("status") not in ("completed", "diverged", "failed", "running"):
+    if summary.get("status") not in STATUSES:
         summary["status"] = WANDB_STATES.get(getattr(wr, "state", ""), "failed")
     metrics = []
     for row in history if history is not None else wr.scan_history():

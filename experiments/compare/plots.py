@@ -1,8 +1,9 @@
 """The comparison report's figures (matplotlib, Agg backend; no display needed).
 
-Every function takes data already aggregated by compare.py, draws one figure and writes one PNG. Group `i`
-keeps colour `i` in every figure. Diverged / failed runs are drawn as thin dashed lines ending in an ×
-(the last finite point), never dropped. Not handled here: deciding whether a plot applies (compare.py).
+Every function takes data already aggregated by figures.py, draws one figure and writes one PNG (atomically,
+through rundir.atomic_write: a symlink in its place is replaced, never written through). Group `i` keeps colour
+`i` in every figure. Diverged / interrupted / failed runs are drawn as thin dashed lines ending in an × (the last
+finite point), never dropped. Not handled here: deciding whether a plot applies (figures.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
+
+from experiments.rundir import atomic_write  # noqa: E402
 
 DPI = 110
 BAD_MARK = dict(marker="x", s=70, linewidths=2.2, zorder=6)
@@ -48,7 +51,8 @@ def _save(fig: plt.Figure, path: Path, legend: bool = True) -> Path:
             ncol = 1 if max(len(lab) for lab in labels) > 60 else min(3, len(labels))
             fig.legend([handles[lab] for lab in labels], labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                        ncol=ncol, frameon=False)
-    fig.savefig(path, dpi=DPI, facecolor="white", bbox_inches="tight", pad_inches=0.15)
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=DPI, facecolor="white", bbox_inches="tight",
+                                             pad_inches=0.15), binary=True)
     plt.close(fig)
     return path
 
@@ -84,7 +88,7 @@ def plot_curves(path: Path, groups: list[dict[str, Any]], x: str, metric: str, t
             ax.plot(xs, np.minimum(ys, top) if top is not None else ys, color=g["color"], lw=1, ls="--", alpha=0.8)
             yx = min(ys[-1], top) if top is not None else ys[-1]
             ax.scatter([xs[-1]], [yx], color=g["color"], clip_on=False,
-                       label=None if marked else "diverged / failed (last finite point)", **BAD_MARK)
+                       label=None if marked else "diverged / interrupted / failed (last finite point)", **BAD_MARK)
             marked = True
     ax.set_xlabel(X_LABELS.get(x, x))
     ax.set_ylabel(metric)
@@ -117,7 +121,7 @@ def plot_final(path: Path, groups: list[dict[str, Any]], metric: str, title: str
     ax.scatter([], [], color="grey", s=30, label="one seed")
     ax.errorbar([], [], yerr=[], color="grey", fmt="D", label="mean ± std")
     if any(g["bad"] for g in groups):
-        ax.scatter([], [], color="grey", label="diverged (last finite value)", **BAD_MARK)
+        ax.scatter([], [], color="grey", label="diverged / interrupted / failed (last finite value)", **BAD_MARK)
     return _save(fig, path)
 
 
@@ -171,7 +175,7 @@ def plot_grad_norms(path: Path, groups: list[dict[str, Any]], panels: list[str],
         ax.set_xticks(layers if len(layers) <= 16 else layers[:: max(1, len(layers) // 12)])
     axes[0][0].set_ylabel("gradient L2 norm (log scale)")
     if any(g["bad"].get(p) for g in groups for p in panels):
-        axes[0][0].plot([], [], color="grey", ls="--", marker="x", label="diverged / failed run")
+        axes[0][0].plot([], [], color="grey", ls="--", marker="x", label="diverged / interrupted / failed run")
     fig.suptitle(title, fontweight="bold")
     return _save(fig, path)
 
@@ -206,6 +210,6 @@ def plot_aspect(path: Path, series: list[dict[str, Any]], metric: str, title: st
     ax.set_ylabel(f"final {metric}")
     ax.set_title(title)
     if any(p["bad"] for s in series for p in s["points"]):
-        ax.scatter([], [], color="grey", label="diverged run (last finite value)", **BAD_MARK)
+        ax.scatter([], [], color="grey", label="diverged / interrupted / failed run (last finite value)", **BAD_MARK)
     ax.margins(x=0.15, y=0.15)
     return _save(fig, path)

@@ -1,0 +1,74 @@
+"""The comparison report, `python -m experiments.compare`: runs grouped by config, as one offline HTML report.
+
+    python -m experiments.compare multirun/pos_encodings/2026-01-01_12-00-00 --by model.pos.kind
+    python -m experiments.compare 'outputs/**/run_*' --metric val/bpb --x flops --out report/
+
+    from experiments.compare import build_report
+    html_path = build_report(["multirun/pos_encodings/2026-01-01_12-00-00"], out_dir=None, by=None)
+
+One of the two apps of `experiments/` (the other, training runs and sweeps, is experiments/train.py and friends).
+It reads only run dirs (through experiments/rundir.py), so it works offline; `--wandb-group` pulls a wandb group
+instead. Modules, one concept each:
+
+    runs.py        find run dirs, load them into `Run` records (status, reason)
+    grouping.py    group runs by the config keys that differ; labels and colours
+    stats.py       the numbers: series, interpolation, mean ± std bands, per-group / per-run tables
+    figures.py     which figures apply and their data;  plots.py  drawing them (matplotlib)
+    tables.py      table model + number formatting;  markdown.py  report.md;  html.py  report.html
+    outdir.py      the out dir: checks before any run is read, report_manifest.json (a rebuild deletes only its own files)
+    report.py      build_report, tying the above together;  cli.py  the command line;  wandb_pull.py  runs from wandb
+
+Importing this package is cheap: matplotlib is imported only when a report is built.
+"""
+
+from experiments.compare.cli import main
+from experiments.compare.grouping import (
+    MISSING,
+    SHAPE_KEYS,
+    Group,
+    check_keys,
+    default_group_keys,
+    differing_keys,
+    format_value,
+    group_runs,
+    is_noise_key,
+    short_key,
+)
+from experiments.compare.report import X_KEYS, available_metrics, build_report, default_out_dir
+from experiments.compare.runs import (
+    EXCLUDED_STATUSES,
+    Run,
+    RunsError,
+    check_single_experiment,
+    discover_runs,
+    flatten,
+    load_run,
+    load_runs,
+    natural_key,
+)
+from experiments.compare.stats import (
+    band,
+    best_value,
+    config_diff,
+    count_label,
+    final_value,
+    finite_prefix,
+    higher_is_better,
+    interpolate,
+    mean_std,
+    run_extrap,
+    run_rows,
+    series,
+    stat_runs,
+    summarize,
+)
+
+
+__all__ = [
+    "EXCLUDED_STATUSES", "MISSING", "SHAPE_KEYS", "X_KEYS", "Group", "Run", "RunsError", "available_metrics", "band",
+    "best_value", "build_report", "check_keys", "check_single_experiment", "config_diff", "count_label",
+    "default_group_keys", "default_out_dir", "differing_keys", "discover_runs", "final_value", "finite_prefix",
+    "flatten", "format_value", "group_runs", "higher_is_better", "interpolate", "is_noise_key", "load_run",
+    "load_runs", "main", "mean_std", "natural_key", "run_extrap", "run_rows", "series", "short_key", "stat_runs",
+    "summarize",
+]

@@ -1,0 +1,66 @@
+"""The command line of `python -m experiments.compare` (see docs/compare.md): parse, build, print the path.
+
+Every user error is one line `compare: error: ...` on stderr with exit status 2, no traceback.
+Not handled here: anything the report does (report.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from experiments.compare.report import X_KEYS, build_report, check_out_dir
+from experiments.compare.runs import Run, RunsError
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"compare: error: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="python -m experiments.compare",
+                       description="Compare archlab runs grouped by config; writes an offline report.html.")
+    p.add_argument("paths", nargs="*", help="run dirs, sweep dirs (searched recursively) or globs")
+    p.add_argument("--by", nargs="+", metavar="KEY", help="dotted config keys to group by "
+                   "(default: every key that differs between runs, except seeds and per-run noise)")
+    p.add_argument("--metric", default="val/loss", help="metric for curves and final/best tables (default val/loss)")
+    p.add_argument("--x", default="tokens", choices=X_KEYS, help="x axis of the curves (default tokens)")
+    p.add_argument("--out", help="output dir (default <common sweep dir>/report or ./report); a rebuild deletes only "
+                   "the files its report_manifest.json lists")
+    p.add_argument("--allow-mixed", action="store_true", help="allow runs of different experiments")
+    p.add_argument("--wandb-group", help="also pull the runs of this wandb group (needs network + login)")
+    p.add_argument("--wandb-project", help="wandb project (entity/project or project) for --wandb-group")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit code (0 ok, 2 bad input)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse already printed its one-line usage error
+        return int(e.code or 0)
+    try:
+        runs: list[Run] = []
+        if args.out is not None:
+            check_out_dir(args.out, args.metric)  # before any run is read (wandb runs included)
+        if args.wandb_group:
+            from experiments.compare.wandb_pull import pull_runs
+
+            runs = pull_runs(args.wandb_group, args.wandb_project)
+        elif args.wandb_project:
+            raise RunsError("--wandb-project needs --wandb-group")
+        if not args.paths and not runs:
+            raise RunsError("give at least one run dir, sweep dir or glob (or --wandb-group)")
+        cmd = "python -m experiments.compare " + " ".join(argv if argv is not None else sys.argv[1:])
+        report = build_report(args.paths, args.out, by=args.by, metric=args.metric, x=args.x,
+                              allow_mixed=args.allow_mixed, runs=runs, command=cmd)
+    except RunsError as e:
+        print(f"compare: error: {e}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0

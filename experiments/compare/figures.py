@@ -1,0 +1,239 @@
+"""Which figures a report gets, the data behind each, and drawing them (through plots.py) into the out dir.
+
+`draw_figures` returns the figures it wrote ({file, title, caption}) and a note for each one it skipped (a figure
+that does not apply is a note, never an error). Diverged, interrupted and failed runs (runs.EXCLUDED_STATUSES)
+are drawn apart from the means (dashed / ×), never averaged in and never dropped.
+Not handled here: the numbers themselves (stats.py), matplotlib details (plots.py), the HTML/markdown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.compare import plots
+from experiments.compare.grouping import SHAPE_KEYS, Group, format_value, short_key
+from experiments.compare.runs import EXCLUDED_STATUSES, Run
+from experiments.compare.stats import band, final_value, finite_prefix, mean_std, num, run_extrap, series, stat_runs
+
+LAYER_RE = re.compile(r"grad_norm/layer_(\d+)$")
+FIXED_FIGURES = ("extrapolation.png", "grad_norm_per_layer.png", "aspect_ratio.png")
+
+
+def slug(metric: str) -> str:
+    """A metric as a file-name part: 'val/loss' -> 'val_loss'."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", metric).strip("_")
+
+
+def figure_names(metric: str) -> list[str]:
+    """Every PNG a report on `metric` may write (which ones it does write depends on the runs)."""
+    return [f"curve_{slug(k)}.png" for k in dict.fromkeys(["train/loss", metric])] + [f"final_{slug(metric)}.png",
+                                                                                       *FIXED_FIGURES]
+
+
+# ---------------------------------------------------------------- figure data
+
+
+def _curve_data(groups: list[Group], key: str, x: str) -> list[dict[str, Any]]:
+    out = []
+    for g in groups:
+        good, bad = [], []
+        for r in g.runs:
+            xs, ys = series(r, key, x)
+            if r.status in EXCLUDED_STATUSES or not np.all(np.isfinite(ys)):
+                bad.append(finite_prefix(xs, ys))
+            else:
+                good.append((xs, ys))
+        grid, mean, std, n = band(good)
+        out.append({"label": g.label, "color": g.color, "grid": grid, "mean": mean, "std": std,
+                    "n_runs": len(good), "bad": [b for b in bad if len(b[0])]})
+    return out
+
+
+def _extrap_data(groups: list[Group]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """(per-group points, modes, notes on N/A points)."""
+    modes_seen: dict[str, None] = {}
+    out, notes = [], []
+    for g in groups:
+        per: dict[tuple[str, float], list[float | None]] = {}
+        for r in stat_runs(g):
+            for key, v in run_extrap(r).items():
+                per.setdefault(key, []).append(v)
+                modes_seen[key[0]] = None
+        points: dict[str, list[tuple[float, float, float, int]]] = {}
+        na: dict[str, list[str]] = {}
+        for (mode, k), vals in sorted(per.items()):
+            m, s, n = mean_std(vals)
+            if n:
+                points.setdefault(mode, []).append((k, m, s, n))
+            else:
+                na.setdefault(mode, []).append(f"{k:g}×")
+        for mode, ks in na.items():
+            notes.append(f"{g.label}: {mode} loss N/A at {', '.join(ks)} (omitted)")
+        out.append({"label": g.label, "color": g.color, "points": points})
+    order = [m for m in ("nonoverlap", "sliding") if m in modes_seen] + [m for m in modes_seen if m not in ("nonoverlap", "sliding")]
+    return out, order, notes
+
+
+def _layer_means(run: Run, max_step: float | None) -> dict[int, float]:
+    sums: dict[int, list[float]] = {}
+    for line in run.metrics:
+        if max_step is not None and line.get("step", 0) > max_step:
+            continue
+        for k, v in line.items():
+            m = LAYER_RE.match(k)
+            if m and isinstance(v, (int, float)) and math.isfinite(v):
+                sums.setdefault(int(m[1]), []).append(float(v))
+    return {i: float(np.mean(v)) for i, v in sums.items()}
+
+
+def _grad_data(groups: list[Group]) -> tuple[list[dict[str, Any]], list[str]]:
+    panels = {"first 10% of training": 0.1, "whole run": None}
+    out = []
+    for g in groups:
+        layers = sorted({int(m[1]) for r in g.runs for line in r.metrics for k in line if (m := LAYER_RE.match(k))})
+        if not layers:
+            continue
+        phases, bad = {}, {}
+        for panel, frac in panels.items():
+            def limit(r: Run) -> float | None:
+                steps = [l["step"] for l in r.metrics if isinstance(l.get("step"), (int, float))]
+                # at least the first logged step, so very short runs still fill the early panel
+                return max(frac * max(steps), min(steps)) if (frac and steps) else None
+
+            per = [_layer_means(r, limit(r)) for r in stat_runs(g)]
+            if per:
+                stats = [mean_std([p.get(i) for p in per]) for i in layers]
+                phases[panel] = (np.array([s[0] for s in stats]), np.array([s[1] for s in stats]))
+            bad[panel] = [np.array([lm.get(i, np.nan) for i in layers])
+                          for lm in (_layer_means(r, limit(r)) for r in g.runs if r.status in EXCLUDED_STATUSES) if lm]
+        out.append({"label": g.label, "color": g.color, "layers": layers, "phases": phases, "bad": bad})
+    return out, list(panels)
+
+
+def _aspect_data(groups: list[Group], by: list[str], metric: str) -> tuple[list[dict[str, Any]], str] | None:
+    shapes = {}
+    for g in groups:
+        in_group = {(r.flat.get("model.n_layers"), r.flat.get("model.d_model")) for r in g.runs}
+        (L, d), = in_group if len(in_group) == 1 else ((None, None),)  # a group mixing shapes has no one aspect
+        if isinstance(L, int) and isinstance(d, int) and L > 0:
+            shapes[g.index] = (L, d)
+    if len(set(shapes.values())) < 2:
+        return None
+    other = [k for k in by if k not in SHAPE_KEYS]
+    series_: dict[tuple[Any, ...], dict[str, Any]] = {}
+    budgets = []
+    for g in groups:
+        if g.index not in shapes:
+            continue
+        L, d = shapes[g.index]
+        m, s, n = mean_std([final_value(r, metric) for r in stat_runs(g)])
+        ne = mean_std([num(r, "non_embedding_params") for r in g.runs])[0]
+        if math.isfinite(ne):
+            budgets.append(ne)
+        text = f"L={L}, d={d}" + (f"\n{_eng(ne)} non-emb" if math.isfinite(ne) else "")
+        bad = [v for v in (final_value(r, metric) for r in g.runs if r.status in EXCLUDED_STATUSES) if v is not None]
+        key = tuple(v for k, v in zip(by, g.values) if k in other)
+        bucket = _budget_bucket(ne, budgets)
+        label = " ".join(f"{short_key(k)}={format_value(v)}" for k, v in zip(other, key))
+        label = (f"same {label}, " if label else "") + (f"≈{_eng(bucket)} non-emb params" if bucket else "shapes")
+        series_.setdefault((key, bucket), {"label": label, "points": []})["points"].append(
+            {"aspect": d / L, "mean": m, "std": s, "color": g.color, "label": g.label, "text": text, "bad": bad})
+    if budgets:
+        lo, hi = min(budgets), max(budgets)
+        note = f"non-embedding params {_eng(lo)}–{_eng(hi)} ({(hi / lo - 1) * 100:.0f}% spread)" if hi > lo else f"non-embedding params {_eng(lo)}"
+    else:
+        note = "non-embedding params not recorded"
+    return list(series_.values()), note
+
+
+def _budget_bucket(ne: float, seen: list[float]) -> float | None:
+    """Shapes within 1.5× of each other count as one parameter budget; returns the bucket's first budget."""
+    if not math.isfinite(ne):
+        return None
+    for b in sorted(seen):
+        if max(b, ne) / min(b, ne) <= 1.5:
+            return b
+    return ne
+
+
+def _eng(v: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{unit}"
+    return f"{v:.3g}"
+
+
+# ---------------------------------------------------------------- drawing
+
+
+def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str], metric: str,
+                 x: str) -> tuple[list[dict[str, str]], list[str]]:
+    """Write every figure that applies into `out` (names from figure_names); returns (figures, skipped notes)."""
+    figures: list[dict[str, str]] = []  # {file, title, caption}
+    notes: list[str] = []
+    xl = plots.X_LABELS[x]
+
+    def add(file: str, title: str, caption: str) -> None:
+        figures.append({"file": file, "title": title, "caption": caption})
+
+    # curves: train/loss, then the chosen metric
+    for key in (["train/loss"] if metric != "train/loss" else []) + [metric]:
+        data = _curve_data(groups, key, x)
+        if not any(len(d["grid"]) or d["bad"] for d in data):
+            notes.append(f"{key} vs {x}: skipped (no run logs {key} with {x})")
+            continue
+        f = f"curve_{slug(key)}.png"
+        plots.plot_curves(out / f, data, x, key, f"{key} vs {xl}")
+        add(f, f"{key} vs {xl}", f"Mean over seeds (line) ± 1 std (band), linearly interpolated onto a common {x} grid "
+            "where the runs overlap. Dashed lines ending in × are diverged/interrupted/failed runs, excluded from the mean.")
+
+    finals = [{"label": g.label, "color": g.color,
+               "good": [v for v in (final_value(r, metric) for r in stat_runs(g)) if v is not None],
+               "bad": [final_value(r, metric) for r in g.runs if r.status in EXCLUDED_STATUSES],
+               "mean": mean_std([final_value(r, metric) for r in stat_runs(g)])[0],
+               "std": mean_std([final_value(r, metric) for r in stat_runs(g)])[1]} for g in groups]
+    if any(d["good"] or any(v is not None for v in d["bad"]) for d in finals):
+        f = f"final_{slug(metric)}.png"
+        plots.plot_final(out / f, finals, metric, f"Final {metric} per group")
+        add(f, f"Final {metric} per group", "Each dot is one seed; diamond and bar are the group mean ± std; "
+            "× marks diverged/interrupted/failed runs (their last finite value).")
+    else:
+        notes.append(f"final {metric} per group: skipped (no run has a {metric} value)")
+
+    ex, modes, ex_notes = _extrap_data(groups)
+    if modes and any(d["points"] for d in ex):
+        n_ctx = {r.flat.get("model.n_ctx") for r in runs}
+        n_ctx_v = next(iter(n_ctx)) if len(n_ctx) == 1 and isinstance(next(iter(n_ctx)), int) else None
+        plots.plot_extrapolation(out / "extrapolation.png", ex, modes, n_ctx_v, "Length extrapolation: val loss vs eval length")
+        cap = ("Final eval's loss at 1×, 2×, 4×, 8× the training context, mean ± std over seeds; "
+               "nonoverlap = disjoint windows, sliding = every token scored with maximal left context.")
+        if ex_notes:
+            cap += " N/A points omitted: " + "; ".join(ex_notes) + "."
+        add("extrapolation.png", "Length extrapolation", cap)
+    else:
+        notes.append("length extrapolation: skipped (no run logged extrap/... values)")
+
+    gd, panels = _grad_data(groups)
+    if gd:
+        plots.plot_grad_norms(out / "grad_norm_per_layer.png", gd, panels, "Mean gradient norm per layer")
+        add("grad_norm_per_layer.png", "Gradient norm per layer",
+            "Mean of grad_norm/layer_{i} over the logged train steps (left: first 10% of steps, i.e. around warmup; "
+            "right: whole run), mean ± std over seeds. Post-LN typically shows larger gradients near the output early on.")
+    else:
+        notes.append("per-layer gradient norms: skipped (no grad_norm/layer_{i} keys logged)")
+
+    asp = _aspect_data(groups, by, metric)
+    if asp:
+        series_, budget_note = asp
+        plots.plot_aspect(out / "aspect_ratio.png", series_, metric, f"Depth vs width: final {metric} vs aspect ratio")
+        add("aspect_ratio.png", "Depth vs width",
+            f"Final {metric} against d_model / n_layers, mean ± std over seeds; {budget_note}.")
+    else:
+        notes.append("depth vs width (aspect ratio): skipped (fewer than two distinct n_layers × d_model shapes "
+                     "among groups of a single shape; group by model.n_layers model.d_model)")
+    return figures, notes

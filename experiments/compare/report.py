@@ -1,0 +1,131 @@
+"""build_report: runs in, one report dir out (report.html, report.md, the PNGs, report_manifest.json).
+
+Order: check the arguments and the out dir (outdir.py) before any run is read; load, check and group the runs;
+draw the figures (figures.py); write report.md and report.html (markdown.py, html.py), each atomically; then the
+manifest. A sweep whose runs all failed still gets a report that says so (the runs table lists every run with its
+status and reason); only a metric or x axis that no completed run logged is an error (a typo, most likely).
+Not handled: two builds writing one out dir at the same time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from experiments.compare.grouping import Group, check_keys, default_group_keys, group_runs
+from experiments.compare.outdir import REPORT_FILES, ReportDir
+from experiments.compare.runs import Run, RunsError, check_single_experiment, load_runs
+from experiments.compare.stats import config_diff, final_value, run_rows, stat_runs, summarize
+from experiments.rundir import atomic_write
+
+X_KEYS = ("tokens", "step", "flops", "time")
+
+
+def available_metrics(runs: list[Run]) -> list[str]:
+    """Logged metric keys (per-layer keys collapsed to `.../layer_{i}`)."""
+    keys: set[str] = set()
+    for r in runs:
+        keys |= r.metric_keys()
+    keys -= set(X_KEYS)
+    return sorted({re.sub(r"layer_\d+$", "layer_{i}", k) for k in keys})
+
+
+def _check_metric(runs: list[Run], metric: str, x: str) -> None:
+    """A metric / x axis that no run has is an error once some run completed (then it is a typo, not a run that
+    died before logging it)."""
+    if not any(r.status == "completed" for r in runs):
+        return
+    has_metric = any(metric in r.metric_keys() for r in runs) or any(
+        final_value(r, metric) is not None for r in runs)
+    if not has_metric:
+        avail = available_metrics(runs)
+        raise RunsError(f"metric {metric!r} is not in any run; available: {', '.join(avail) if avail else '(no metrics logged)'}")
+    if not any(x in r.metric_keys() for r in runs) and any(r.metrics for r in runs):
+        raise RunsError(f"x axis {x!r} is not logged in any run's metrics.jsonl; try --x step")
+
+
+def default_out_dir(runs: list[Run]) -> Path:
+    """`<common dir of the runs>/report`, or ./report when the runs share no useful common dir."""
+    paths = [str(r.path) for r in runs if r.path is not None]
+    if not paths:
+        return Path("report")
+    common = Path(os.path.commonpath(paths))
+    if len(common.parts) <= 1:
+        return Path("report")
+    return common / "report"
+
+
+def _headline(status_counts: dict[str, int], groups: list[Group]) -> str:
+    """'' normally; a sentence when no group has a run to average (every run failed, diverged or was interrupted)."""
+    if any(stat_runs(g) for g in groups):
+        return ""
+    what = ", ".join(f"{n} {s}" for s, n in status_counts.items())
+    return f"No run completed ({what}): nothing is averaged; every run is listed below with its reason."
+
+
+def check_out_dir(out_dir: str | os.PathLike, metric: str) -> ReportDir:
+    """The user's --out, checked before any run is read (outdir.ReportDir.check); RunsError when unusable."""
+    report_dir = ReportDir(out_dir, what=f"--out {out_dir}")
+    report_dir.check(_names(metric))
+    return report_dir
+
+
+def _names(metric: str) -> list[str]:
+    from experiments.compare.figures import figure_names
+
+    return [*REPORT_FILES, *figure_names(metric)]
+
+
+def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | os.PathLike | None = None,
+                 by: Sequence[str] | None = None, metric: str = "val/loss", x: str = "tokens",
+                 allow_mixed: bool = False, runs: list[Run] | None = None, command: str | None = None) -> Path:
+    """Load runs, group them, write report.html / report.md / PNGs into out_dir; returns report.html's path.
+
+    Example: build_report(["multirun/pos_encodings/2026-01-01_00-00-00"], None, by=["model.pos.kind"])
+    Raises RunsError on bad input (no runs, mixed experiments, unknown metric or --by key, unusable out dir)."""
+    from experiments.compare.figures import draw_figures
+    from experiments.compare.html import render_html
+    from experiments.compare.markdown import render_markdown
+
+    if x not in X_KEYS:
+        raise RunsError(f"--x must be one of {', '.join(X_KEYS)}, got {x!r}")
+    names = _names(metric)
+    report_dir = check_out_dir(out_dir, metric) if out_dir is not None else None  # before any run is read
+    runs = list(runs or []) + (load_runs(run_paths) if run_paths else [])
+    if not runs:
+        raise RunsError("no runs to compare")
+    if not allow_mixed:
+        check_single_experiment(runs)
+    by = list(by) if by else default_group_keys(runs)
+    check_keys(runs, by)
+    _check_metric(runs, metric, x)
+    if report_dir is None:
+        report_dir = ReportDir(default_out_dir(runs))
+        report_dir.check(names)
+    out = report_dir.path
+    report_dir.begin(names)
+    groups = group_runs(runs, by)
+    paths = [r.path for r in runs if r.path is not None]
+    root = Path(os.path.commonpath([str(p) for p in paths])) if paths else None
+
+    figures, notes = draw_figures(out, runs, groups, by, metric, x)
+    keys, cells, noise = config_diff(runs, groups)
+    status_counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
+    ctx = {
+        "title": f"archlab comparison: {', '.join(sorted({str(r.experiment) for r in runs if r.experiment})) or 'runs'}",
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command or "", "metric": metric, "x": x, "by": by, "n_runs": len(runs),
+        "status_counts": status_counts, "headline": _headline(status_counts, groups),
+        "groups": summarize(groups, metric), "runs": run_rows(groups, metric, root), "root": str(root) if root else "",
+        "diff_keys": keys, "diff_cells": cells, "diff_groups": [g.label for g in groups], "noise_keys": noise,
+        "figures": figures, "notes": notes, "out": out,
+    }
+    md = render_markdown(ctx)
+    atomic_write(out / "report.md", lambda f: f.write(md), binary=False)
+    page = render_html(ctx, out)
+    atomic_write(out / "report.html", lambda f: f.write(page), binary=False)
+    report_dir.finish([*REPORT_FILES, *(f["file"] for f in figures)])
+    return out / "report.html"

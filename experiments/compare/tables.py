@@ -1,0 +1,141 @@
+"""The report's tables as (header, rows) and its number formatting, shared by html.py and markdown.py.
+
+A row is a list of cells `(text, sort_value)`: the text is what both formats show, the sort value is what the
+HTML tables sort on. Tables: groups, runs (every run, with its status and reason), config differences; plus one
+line per excluded run (diverged, interrupted, failed: never averaged in).
+Not handled here: computing anything (report.py hands over a ready `ctx` dict, see build_report).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from experiments.compare.runs import EXCLUDED_STATUSES
+
+Stat = tuple[float, float, int]
+Table = tuple[list[str], list[list[tuple[str, Any]]]]
+
+
+# ---------------------------------------------------------------- number formatting
+
+
+def fmt(v: float | None, digits: int = 4) -> str:
+    """Compact number: 3.4121 -> '3.412', 1234567 -> '1.23M', None/nan -> '—'."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    a = abs(v)
+    if a >= 1e5:
+        for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if a >= scale:
+                return f"{v / scale:.3g}{unit}"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+def fmt3(v: float | None) -> str:
+    """Three significant digits for rates: 612.83 -> '613', 18234 -> '18,234'."""
+    return fmt(v, digits=3)
+
+
+def fmt_pct(v: float | None) -> str:
+    """MFU is logged as a fraction: 0.123 -> '12.3%'."""
+    if v is None or not math.isfinite(v):
+        return "—"
+    return f"{100 * v:.3g}%" if abs(v) <= 1.5 else fmt(v)
+
+
+def fmt_time(v: float | None) -> str:
+    """Seconds -> '42.1 s', '3m 05s', '1h 02m'."""
+    if v is None or not math.isfinite(v):
+        return "—"
+    if v < 60:
+        return f"{v:.3g} s"
+    if v < 3600:
+        return f"{int(v // 60)}m {int(v % 60):02d}s"
+    return f"{int(v // 3600)}h {int(v % 3600 // 60):02d}m"
+
+
+def fmt_stat(s: Stat, f=fmt, loss: bool = False) -> str:
+    """(mean, std, n) -> '3.412 ± 0.012'; the std is dropped when n < 2."""
+    mean, std, n = s
+    if n == 0 or not math.isfinite(mean):
+        return "—"
+    if loss:
+        m = f"{mean:.4f}"
+        return f"{m} ± {std:.4f}" if n > 1 and math.isfinite(std) else m
+    return f"{f(mean)} ± {f(std)}" if n > 1 and math.isfinite(std) and std > 0 else f(mean)
+
+
+def shorten(s: str, n: int = 44) -> str:
+    """Long run dirs (Hydra puts every override in the name) cut in the middle: 'abc…xyz'."""
+    return s if len(s) <= n else s[: n // 2 - 1] + "…" + s[-(n // 2):]
+
+
+def status_text(ctx: dict[str, Any]) -> str:
+    """'14 completed, 1 diverged'"""
+    return ", ".join(f"{n} {s}" for s, n in ctx["status_counts"].items())
+
+
+# ---------------------------------------------------------------- tables
+
+
+def group_table(ctx: dict[str, Any]) -> Table:
+    m = ctx["metric"]
+    head = ["group", "runs", f"final {m}", f"best {m}", "final val/bpb", "params", "non-emb params", "tokens",
+            "tokens/s", "MFU", "wall time"]
+    rows = []
+    for g in ctx["groups"]:
+        rows.append([
+            (g["group"], g["group"]), (g["runs"], g["n"]),
+            (fmt_stat(g["final"], loss=True), g["final"][0]), (fmt_stat(g["best"], loss=True), g["best"][0]),
+            (fmt_stat(g["final_bpb"], loss=True), g["final_bpb"][0]),
+            (fmt(g["params"][0]), g["params"][0]), (fmt(g["non_embedding_params"][0]), g["non_embedding_params"][0]),
+            (fmt(g["tokens"][0]), g["tokens"][0]), (fmt_stat(g["tokens_per_s"], f=fmt3), g["tokens_per_s"][0]),
+            (fmt_stat(g["mfu"], f=fmt_pct), g["mfu"][0]), (fmt_stat(g["wall_time_s"], f=fmt_time), g["wall_time_s"][0]),
+        ])
+    return head, rows
+
+
+# column indices of the runs table the HTML styles (reason is last, so `#sort=runs-table:N` links stay valid)
+RUN_STATUS_COL, RUN_PATH_COL, RUN_REASON_COL = 2, 13, 14
+
+
+def run_table(ctx: dict[str, Any]) -> Table:
+    m = ctx["metric"]
+    head = ["group", "seed", "status", f"final {m}", f"best {m}", "final train/loss", "params",
+            "non-emb params", "tokens", "steps", "tokens/s", "MFU", "wall time", "run dir", "reason"]
+    rows = []
+    for r in ctx["runs"]:
+        num = lambda v: (f"{v:.4f}" if v is not None and math.isfinite(v) else "—", v)  # noqa: E731
+        rows.append([
+            (r["group"], r["group"]), (str(r["seed"]) if r["seed"] is not None else "—", r["seed"]),
+            (r["status"], r["status"]), num(r["final"]), num(r["best"]), num(r["final_train"]),
+            (fmt(r["params"]), r["params"]), (fmt(r["non_embedding_params"]), r["non_embedding_params"]),
+            (fmt(r["tokens"]), r["tokens"]), (fmt(r["steps"]), r["steps"]), (fmt3(r["tokens_per_s"]), r["tokens_per_s"]),
+            (fmt_pct(r["mfu"]), r["mfu"]), (fmt_time(r["wall_time_s"]), r["wall_time_s"]), (shorten(r["path"]), r["path"]),
+            (r["reason"], r["reason"]),
+        ])
+    return head, rows
+
+
+def excluded_runs(ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs that are not averaged in (diverged, interrupted, failed), in run-table order."""
+    return [r for r in ctx["runs"] if r["status"] in EXCLUDED_STATUSES]
+
+
+def excluded_line(r: dict[str, Any]) -> str:
+    """One run not in the means, as one line: 'pos=alibi seed 2: diverged (non-finite loss ...) -- 8'."""
+    seed = f" seed {r['seed']}" if r["seed"] is not None else ""
+    reason = f" ({r['reason']})" if r["reason"] else ""
+    return f"{r['group']}{seed}: {r['status']}{reason} -- {r['path']}"
+
+
+def diff_table(ctx: dict[str, Any]) -> Table:
+    """One row per group, one column per differing config key ('a | b' where it varies inside a group)."""
+    head = ["group"] + ctx["diff_keys"]
+    rows = []
+    for gi, label in enumerate(ctx["diff_groups"]):
+        rows.append([(label, label)] + [(ctx["diff_cells"][ki][gi], ctx["diff_cells"][ki][gi]) for ki in range(len(ctx["diff_keys"]))])
+    return head, rows

@@ -1,0 +1,257 @@
+"""Run-lifecycle faults: a dir that already holds a run, Ctrl-C / SIGTERM, a crash during setup, a broken
+checkpoint. Each leaves a summary.json that says what happened (never `running`), one line on stderr for the
+CLI, and never touches files it does not own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from experiments.errors import ConfigError
+from experiments import train as train_mod
+from experiments.train import train
+
+from .conftest import PYTHON, REPO, TINY
+
+# What a TINY run writes, spelled out here independently of experiments/rundir.py.
+RUN_WRITES = {"config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt"}
+RUN_FILES = ["config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/old.pt",
+             "wandb/offline-run-1/run.wandb"]
+OTHER_FILES = ["notes.txt", "data/corpus.txt", ".hydra/config.yaml", "checkpoints.txt", "summary.json.bak"]
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def summary_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+# ------------------------------------------------------------------------------------------ an existing run
+
+
+def test_train_refuses_a_dir_that_holds_a_run_before_reading_data(make_cfg, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    train(make_cfg())
+    before = snapshot(run)
+    import experiments.tokenize_cache
+
+    def no_data(*a, **k):
+        raise AssertionError("data read before the run dir was checked")
+
+    monkeypatch.setattr(experiments.tokenize_cache, "prepare_data", no_data)
+    with pytest.raises(ConfigError, match=r"train\.resume=true.*train\.overwrite=true") as e:
+        train(make_cfg())
+    assert "\n" not in str(e.value) and str(run) in str(e.value)
+    assert snapshot(run) == before
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(run_files=st.sets(st.sampled_from(RUN_FILES)), others=st.sets(st.sampled_from(OTHER_FILES), min_size=1),
+       overwrite=st.booleans(), content=st.binary(min_size=1, max_size=64))
+def test_files_that_existed_keep_their_bytes(make_cfg, tmp_path, run_files, others, overwrite, content):
+    # invariant: other files always keep their bytes; run files too, unless train.overwrite=true replaces the run
+    run = tmp_path / f"run_{os.urandom(4).hex()}"
+    for name in sorted(run_files | others):
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_bytes(content + name.encode())
+    before = snapshot(run)
+    cfg = make_cfg(f"train.overwrite={str(overwrite).lower()}", run_dir=run)
+    if run_files and not overwrite:
+        with pytest.raises(ConfigError, match="already holds a run"):
+            train(cfg)
+        assert snapshot(run) == before
+        return
+    assert train(cfg)["status"] == "completed"
+    after = snapshot(run)
+    assert {k: after[k] for k in others} == {k: before[k] for k in others}
+    assert set(after) == set(others) | RUN_WRITES  # exactly the old run's files went, nothing of the user's
+
+
+def _cli(args: list[str], env: dict, *, via_main: bool = False) -> subprocess.CompletedProcess:
+    # via_main: Hydra's main() without the precheck of `python -m experiments.train` (train()'s own check)
+    head = [PYTHON, "-c", "from experiments.train import main; main()"] if via_main else [PYTHON, "-m", "experiments.train"]
+    return subprocess.run([*head, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("how", ["hydra.run.dir", "train.run_dir", "main_without_precheck"])
+def test_cli_refuses_an_existing_run_with_one_line(make_cfg, cli_env, cache_dir, tmp_path, how):
+    run = tmp_path / "run"
+    train(make_cfg(run_dir=run))
+    (run / "notes.txt").write_text("mine")
+    before = snapshot(run)
+    key = "train.run_dir" if how == "train.run_dir" else "hydra.run.dir"
+    proc = _cli([*TINY, f"data.cache_dir={cache_dir}", f"{key}={run}"], cli_env, via_main=how == "main_without_precheck")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error:"), proc.stderr[-2000:]
+    assert "train.resume=true" in lines[0] and "train.overwrite=true" in lines[0]
+    after = snapshot(run)
+    assert {k: after[k] for k in before} == before  # Hydra may add .hydra/ files, nothing old changes
+
+
+# ------------------------------------------------------------------------------------------ Ctrl-C / SIGTERM
+
+
+def _interrupt_at(monkeypatch, at_step: int, sig=signal.SIGINT):
+    """Send `sig` to this process while step `at_step` (0-based) is being computed (from inside lr_at)."""
+    import experiments.schedule
+
+    real = experiments.schedule.lr_at
+
+    def lr_at(step, **kw):
+        if step == at_step:
+            os.kill(os.getpid(), sig)
+        return real(step, **kw)
+
+    monkeypatch.setattr(experiments.schedule, "lr_at", lr_at)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_in_process_finishes_the_step_saves_and_restores_handlers(make_cfg, tmp_path, monkeypatch, sig):
+    marker = []
+    previous = signal.signal(sig, lambda *a: marker.append(1))
+    try:
+        _interrupt_at(monkeypatch, 1, sig)
+        with pytest.raises(getattr(train_mod, "RunInterrupted", KeyboardInterrupt), match="interrupted at step 2") as e:
+            train(make_cfg("train.steps=10", "train.ckpt_interval=100", "train.eval_interval=100"))
+        assert signal.getsignal(sig) is not previous and marker == []  # ours was replaced during the run ...
+        handler = signal.getsignal(sig)
+    finally:
+        restored = signal.signal(sig, previous)
+    assert restored is handler and callable(handler) and handler.__name__ == "<lambda>"  # ... and put back
+    run = tmp_path / "run"
+    summary = summary_of(run)
+    assert summary["status"] == "interrupted" and summary["steps"] == 2 == e.value.summary["steps"]
+    import torch
+
+    assert torch.load(run / "checkpoints" / "last.pt", weights_only=False)["step"] == 2
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+STEPS = 200
+RUN = [*TINY, f"train.steps={STEPS}", "train.ckpt_interval=1000", "train.eval_interval=50", "optim.lr=3e-3"]
+
+
+def comparable(run_dir):
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        keys = ("train/loss", "lr", "grad_norm", "grad_norm/layer_1") if "train/loss" in r else ("val/loss", "val/bpb")
+        out.append((r["step"], r["tokens"], *(r[k] for k in keys)))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_then_resume_matches_uninterrupted_run(make_cfg, cli_env, cache_dir, tmp_path, sig):
+    reference = tmp_path / "reference"
+    assert train(make_cfg(*RUN[len(TINY):], run_dir=reference))["status"] == "completed"
+
+    run_dir = tmp_path / "stopped"
+    cmd = [PYTHON, "-m", "experiments.train", *RUN, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and \
+            (not metrics.exists() or len(metrics.read_text().splitlines()) < 5):
+        time.sleep(0.01)
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if "interrupted at step" in line]
+    assert len(lines) == 1, err[-2000:]
+    summary = summary_of(run_dir)
+    assert summary["status"] == "interrupted" and 5 <= summary["steps"] < STEPS
+    assert f"interrupted at step {summary['steps']};" in lines[0]
+    assert (run_dir / "checkpoints" / "last.pt").exists()
+
+    resume = shlex.split(lines[0].split("resume with: ", 1)[1])
+    assert resume[:3] == ["python", "-m", "experiments.train"] and "train.resume=true" in resume
+    resumed = subprocess.run([PYTHON, *resume[1:]], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert comparable(run_dir) == comparable(reference)
+    final = summary_of(run_dir)
+    assert final["status"] == "completed" and final["steps"] == STEPS
+    assert final["final_val_loss"] == summary_of(reference)["final_val_loss"]
+
+
+# ------------------------------------------------------------------------------------------ crash during setup
+
+
+def _boom(*a, **k):
+    raise RuntimeError("disk on fire")
+
+
+@pytest.mark.parametrize("where", ["data", "model"])
+def test_a_crash_during_setup_leaves_a_failed_summary(make_cfg, tmp_path, monkeypatch, where):
+    import arch
+    import experiments.tokenize_cache
+
+    monkeypatch.setattr(*((experiments.tokenize_cache, "prepare_data") if where == "data" else (arch, "build_model")), _boom)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        train(make_cfg())
+    summary = summary_of(tmp_path / "run")
+    assert summary["status"] == "failed" and summary["error"] == "RuntimeError: disk on fire"
+
+
+def test_a_short_val_split_leaves_a_failed_summary(make_cfg, tmp_path):
+    with pytest.raises(ConfigError, match="validation split") as e:
+        train(make_cfg("data.val_fraction=0.0001"))
+    summary = summary_of(tmp_path / "run")
+    assert summary["status"] == "failed" and str(e.value) in summary["error"] and "\n" not in summary["error"]
+
+
+def test_a_config_error_leaves_a_failed_summary_in_a_fresh_dir(make_cfg, tmp_path):
+    with pytest.raises(ConfigError, match="n_heads"):
+        train(make_cfg("model.n_heads=3"))
+    summary = summary_of(tmp_path / "run")
+    assert summary["status"] == "failed" and "n_heads" in summary["error"]
+
+
+# ------------------------------------------------------------------------------------------ broken checkpoint
+
+
+def _truncate(p: Path) -> None:
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _garbage(p: Path) -> None:
+    p.write_bytes(os.urandom(4096))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _garbage])
+def test_resume_from_a_broken_checkpoint_is_one_line_and_deletes_nothing(make_cfg, tmp_path, damage):
+    run = tmp_path / "run"
+    train(make_cfg())
+    damage(run / "checkpoints" / "last.pt")
+    before = snapshot(run)
+    with pytest.raises(ConfigError) as e:
+        train(make_cfg("train.resume=true"))
+    msg = str(e.value)
+    assert "\n" not in msg and str(run / "checkpoints" / "last.pt") in msg
+    assert "delete it" in msg and "train.overwrite=true" in msg
+    assert snapshot(run) == before
+
+
+def test_cli_resume_from_a_broken_checkpoint_exits_2(make_cfg, cli_env, cache_dir, tmp_path):
+    run = tmp_path / "run"
+    train(make_cfg(run_dir=run))
+    _truncate(run / "checkpoints" / "last.pt")
+    before = snapshot(run)
+    proc = _cli([*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run}", "train.resume=true"], cli_env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error:") and "last.pt" in lines[0], proc.stderr[-2000:]
+    assert snapshot(run) == before
