@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from experiments.atomic import atomic_write
-
-CKPT_DIR = "checkpoints"
-LAST = "last.pt"
+from experiments.rundir import atomic_write
 
 
-def last_checkpoint(run_dir: str | os.PathLike) -> Path:
-    return Path(run_dir) / CKPT_DIR / LAST
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read back (truncated, garbage, not ours); the message is one line."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -45,12 +41,27 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+REQUIRED_KEYS = ("step", "tokens", "elapsed", "model", "optimizer", "rng", "world_size", "model_config")
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
     """torch.save(state) to `path` atomically (temp file + fsync + os.replace)."""
     atomic_write(path, lambda f: torch.save(state, f), binary=True)
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The dict written by save_checkpoint (tensors on `map_location`)."""
-    # weights_only=False: the state holds python/numpy RNG tuples next to tensors; only load your own files
-    return torch.load(path, map_location=map_location, weights_only=False)
+    """The dict written by save_checkpoint (tensors on `map_location`).
+
+    Raises CheckpointError (one line naming the file) for a truncated or garbage file or one that is not a dict
+    with the keys save_checkpoint writes; never deletes or rewrites it.
+    """
+    try:
+        # weights_only=False: the state holds python/numpy RNG tuples next to tensors; only load your own files
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - zip/pickle/EOF errors of every kind: a damaged file
+        why = " ".join(str(e).split())[:120] or type(e).__name__
+        raise CheckpointError(f"{path} is not a readable checkpoint (truncated or damaged: {why})") from None
+    missing = [k for k in REQUIRED_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise CheckpointError(f"{path} is not an archlab checkpoint (missing {', '.join(missing)})")
+    return state

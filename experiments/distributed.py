@@ -106,6 +106,15 @@ def mean_across_ranks(value: float, device: torch.device) -> float:
     return float(t.item()) / dist.get_world_size()
 
 
+def any_across_ranks(flag: bool, device: torch.device) -> bool:
+    """True on every rank when `flag` is true on any rank (so all ranks stop at the same step)."""
+    if not dist.is_initialized():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
 def gather_objects(obj: Any) -> list[Any]:
     """[obj of rank 0, obj of rank 1, ...] on every rank; [obj] for a single process."""
     if not dist.is_initialized():

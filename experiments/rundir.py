@@ -4,7 +4,7 @@
     <run dir>/metrics.jsonl    one JSON object per line, appended as the run goes (a torn last line is skipped)
     <run dir>/summary.json     status + final numbers, replaced atomically (readers see old or new, never half)
     <run dir>/checkpoints/     last.pt (exact resume)
-    <run dir>/wandb/           offline wandb files, when wandb logged the run
+    <run dir>/wandb/           offline wandb files, when wandb logged the run (+ wandb_run_id.txt, for resume)
     <run dir>/.hydra/          Hydra's own record of the composed config (Hydra writes it, not archlab)
 
 Writers (the trainer, the tracker, the sweep callback) and readers (compare, the sweep callback, `load_run`) go
@@ -36,9 +36,11 @@ METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CKPT_DIR = "checkpoints"
 WANDB_DIR = "wandb"
+WANDB_ID = "wandb_run_id.txt"
 HYDRA_DIR = ".hydra"
+LAST_CKPT = "last.pt"
 # Everything a run writes into its dir (files and dirs); `overwrite` removes exactly these.
-RUN_OUTPUTS = (CONFIG, METRICS, SUMMARY, CKPT_DIR, WANDB_DIR)
+RUN_OUTPUTS = (CONFIG, METRICS, SUMMARY, CKPT_DIR, WANDB_DIR, WANDB_ID)
 # A dir holding one of these is a run dir (compare, the sweep callback).
 RUN_MARKERS = (SUMMARY, METRICS)
 
@@ -126,7 +128,11 @@ class RunDir:
 
     @property
     def last_checkpoint(self) -> Path:
-        return self.checkpoint_dir / "last.pt"
+        return self.checkpoint_dir / LAST_CKPT
+
+    @property
+    def wandb_id_path(self) -> Path:
+        return self.path / WANDB_ID
 
     @property
     def hydra_config_path(self) -> Path:
@@ -135,7 +141,7 @@ class RunDir:
     # -- what is there
 
     def run_outputs(self) -> list[Path]:
-        """The run-written files/dirs that exist now (config.yaml, metrics.jsonl, summary.json, checkpoints/, wandb/)."""
+        """The run-written files/dirs that exist now (RUN_OUTPUTS: config.yaml, metrics.jsonl, summary.json, ...)."""
         return [self.path / name for name in RUN_OUTPUTS if (self.path / name).exists()]
 
     def holds_run(self) -> bool:

@@ -141,13 +141,10 @@ def get_tokenizer(corpus: Corpus, cfg: dict[str, Any], cache_dir: str | os.PathL
             progress=progress,
         )
         seconds = time.perf_counter() - t0
-        fd, tmp = tempfile.mkstemp(dir=root, suffix=".json.tmp")
-        os.close(fd)
-        tok.save(tmp)
         meta = {"corpus": corpus.name, "corpus_key": corpus.key, "identity": corpus.identity, **settings,
                 "train_seconds": seconds, "fingerprint": tok.fingerprint()}
         meta_path.write_text(json.dumps(meta, indent=2, default=str))
-        os.replace(tmp, path)
+        tok.save(path)  # atomic (tokenizer.outputs.atomic_output): the entry exists once it is complete
     return tok, {"path": str(path), "cached": False, "train_seconds": seconds}
 
 

@@ -15,7 +15,7 @@ API (what `experiments/train.py` calls):
   (`resume_from_step=N`, N = the checkpoint's step): lines with `step > N` are dropped (they were logged after
   the checkpoint, the resumed run logs them again), as is a half-written last line; new lines are appended.
   `resume_metrics(run_dir, N)` does the same truncation without a Tracker.
-* `summary.json`: written atomically (temp file + `os.replace`); `finish(status)` sets its `status` field
+* `summary.json`: written atomically (experiments/rundir.py owns the files and the write); `finish(status)` sets its `status` field
   (`finish()` / a clean `__exit__` keep the status last written, default "completed").
 * wandb tags are `tags` plus `variant_tags(config)` (the values of model.pos.kind, model.norm, model.norm_type,
   model.activation, e.g. "rope", "pre", "layernorm", "gelu"); `auto_tags=False` keeps only `tags`.
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import secrets
 import string
@@ -42,15 +41,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.atomic import atomic_write
+from experiments.rundir import RunDir, to_json
 
 log = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
-SUMMARY_FILE = "summary.json"
-WANDB_ID_FILE = "wandb_run_id.txt"
 LOGGERS = {"disabled": "disabled", "wandb_offline": "offline", "wandb_online": "online"}  # logger -> wandb mode
-FAILED_STATUSES = {"diverged", "failed"}  # wandb exit_code 1
+FAILED_STATUSES = {"diverged", "failed", "interrupted"}  # wandb exit_code 1
 _ENV_MODES = {"dryrun": "offline", "run": "online"}  # legacy WANDB_MODE spellings
 
 
@@ -105,38 +101,9 @@ def variant_tags(config: Mapping[str, Any], keys: Sequence[str] = VARIANT_KEYS) 
     return [str(flat[k]) for k in keys if flat.get(k) is not None]
 
 
-def _to_json(value: Any) -> Any:
-    """json.dumps `default=` hook: numpy / torch scalars (anything with .item()) and paths."""
-    if hasattr(value, "item"):
-        return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    raise TypeError(f"metric value of type {type(value).__name__} is not JSON serializable")
-
-
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write `obj` as JSON to `path` so readers see the old file or the new one, never a partial one."""
-    def write(f) -> None:
-        json.dump(obj, f, indent=2, default=_to_json)
-        f.write("\n")
-
-    atomic_write(path, write, binary=False)
-
-
 def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
     """All complete lines of `run_dir/metrics.jsonl` (a half-written last line is skipped)."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
+    return RunDir(run_dir).read_metrics()
 
 
 def resume_metrics(run_dir: str | os.PathLike, step: int) -> int:
@@ -144,22 +111,7 @@ def resume_metrics(run_dir: str | os.PathLike, step: int) -> int:
 
     Rewrites the file atomically; a missing file counts as empty.
     """
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        return 0
-    kept, dropped_bad = [], 0
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            dropped_bad += 1
-            continue
-        if row.get("step", -math.inf) <= step:
-            kept.append(line)
-    if dropped_bad:
-        log.warning("resume: dropped %d unparsable line(s) from %s", dropped_bad, path)
-    atomic_write(path, lambda f: f.write("".join(line + "\n" for line in kept)), binary=False)
-    return len(kept)
+    return RunDir(run_dir).truncate_metrics(step)
 
 
 class Tracker:
@@ -184,9 +136,10 @@ class Tracker:
         if logger not in LOGGERS:
             raise ValueError(f"unknown logger {logger!r}; choose from {sorted(LOGGERS)}")
         self.run_dir = Path(run_dir)
+        self.layout = RunDir(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.metrics_path = self.run_dir / METRICS_FILE
-        self.summary_path = self.run_dir / SUMMARY_FILE
+        self.metrics_path = self.layout.metrics_path
+        self.summary_path = self.layout.summary_path
         self.finished = False
         self._summary: dict[str, Any] | None = None
         if resume_from_step is None:
@@ -220,7 +173,7 @@ class Tracker:
         try:
             import wandb
 
-            id_path = self.run_dir / WANDB_ID_FILE
+            id_path = self.layout.wandb_id_path
             run_id = id_path.read_text().strip() if resume and id_path.exists() else _new_run_id()
             id_path.write_text(run_id + "\n")
             settings = wandb.Settings(
@@ -272,7 +225,7 @@ class Tracker:
         if "step" in metrics and metrics["step"] != step:
             raise ValueError(f"metrics['step']={metrics['step']!r} disagrees with step={step!r}")
         row = {"step": step, **metrics}
-        self._metrics.write(json.dumps(row, default=_to_json) + "\n")
+        self._metrics.write(json.dumps(row, default=to_json) + "\n")
         self._metrics.flush()
         if self._run is not None:
             try:
@@ -284,7 +237,7 @@ class Tracker:
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         """Atomically write summary.json (exactly `summary`) and update the wandb run summary."""
         self._summary = dict(summary)
-        atomic_write_json(self.summary_path, self._summary)
+        self.layout.write_summary(self._summary)
         if self._run is not None:
             try:
                 self._run.summary.update(_summary_for_wandb(self._summary))
@@ -303,17 +256,14 @@ class Tracker:
         try:
             self._metrics.close()
             summary = self._summary
-            if summary is None and self.summary_path.exists():
-                try:
-                    summary = json.loads(self.summary_path.read_text())
-                except json.JSONDecodeError:
-                    summary = None
+            if summary is None:
+                summary = self.layout.read_summary()
             summary = dict(summary or {})
             if status is None:
                 status = summary.get("status") if summary.get("status") not in (None, "running") else "completed"
             if summary.get("status") != status:
                 summary["status"] = status
-                atomic_write_json(self.summary_path, summary)
+                self.layout.write_summary(summary)
         finally:
             run, self._run = self._run, None
             if run is not None:

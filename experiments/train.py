@@ -8,9 +8,20 @@
 `train(cfg)` validates the whole config first (experiments.config_check: one ConfigError before any data is
 read), then trains for `train.tokens` tokens (or `train.steps` steps) and leaves in its run dir `config.yaml`
 (resolved, with the real model shape and vocab_size), `metrics.jsonl`, `summary.json` and `checkpoints/last.pt`
-(see docs/design.md). A NaN/inf loss or grad norm ends the run with status `diverged` and train() returns
-normally, so the other jobs of a sweep go on. `train.resume=true` continues bit-exactly (on the CPU) from the
-last checkpoint in the same run dir. Under torchrun each rank samples its own windows (seeded per rank), the
+(the layout belongs to experiments/rundir.py). The steps of a run are the methods of `TrainingRun`: open the run
+dir, load data, build the model, restore a checkpoint, start tracking, loop (train_step / evaluate / checkpoint).
+
+What happens to a run, and what summary.json then says:
+* a dir that already holds a run is refused (ConfigError naming `train.resume=true` and `train.overwrite=true`)
+  before any data is read; `train.overwrite=true` removes exactly the files a run writes, nothing else;
+* a NaN/inf loss or grad norm: `diverged`; train() returns normally, so the other jobs of a sweep go on;
+* Ctrl-C / SIGTERM: the step in progress finishes, a checkpoint is saved, `interrupted`, RunInterrupted is raised
+  (the CLI prints one line with the resume command and exits 130); `train.resume=true` then finishes the run
+  exactly as if it had never stopped (bit-exact on the CPU);
+* an exception or a config error, during setup or in the loop: `failed` with the reason in `error` (a failed
+  resume leaves the earlier run's files untouched); a damaged checkpoint is one ConfigError naming the file;
+* SIGKILL: summary.json keeps `running`; `train.resume=true` continues from the last atomic checkpoint.
+Under torchrun each rank samples its own windows (seeded per rank), the
 logged loss is the mean over ranks, and only rank 0 evaluates, logs and checkpoints.
 Not handled: gradient accumulation across DDP ranks with uneven batches, FSDP, evaluation on all ranks.
 """
@@ -21,8 +32,8 @@ import logging
 import math
 import os
 import random
+import shlex
 import sys
-import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -35,9 +46,11 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from experiments import distributed, resolvers  # noqa: F401  (resolvers registers ${archlab_dirname:...})
-from experiments.checkpoint import last_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from experiments.config_check import model_config, validate
+from experiments.checkpoint import CheckpointError, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from experiments.config_check import model_config, to_plain, validate
 from experiments.errors import ConfigError
+from experiments.interrupt import EXIT_CODE, RunInterrupted, StopRequest
+from experiments.rundir import RunDir, RunDirError
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +125,6 @@ def _autocast(device: torch.device, dtype: str):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
 
 
-def _write_config(run_dir: Path, c: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".config.", suffix=".yaml.tmp")
-    os.close(fd)
-    OmegaConf.save(OmegaConf.create(c), tmp)
-    os.replace(tmp, run_dir / "config.yaml")
-
-
 def layer_grad_norms(blocks: nn.ModuleList) -> dict[str, float]:
     """grad_norm/layer_{i}: the L2 norm of all gradients in block i (before clipping).
 
@@ -140,11 +146,9 @@ def layer_grad_norms(blocks: nn.ModuleList) -> dict[str, float]:
 
 def _history(run_dir: Path | None) -> dict[str, Any]:
     """best / last eval values from an existing metrics.jsonl (after a resume truncated it); None: empty."""
-    from experiments.tracking import read_metrics
-
     h: dict[str, Any] = {"best_val_loss": None, "best_val_bpb": None, "final_val_loss": None, "final_val_bpb": None,
                          "final_train_loss": None, "extrap": {}}
-    for row in read_metrics(run_dir) if run_dir is not None else []:
+    for row in RunDir(run_dir).read_metrics() if run_dir is not None else []:
         if "val/loss" in row:
             _record_eval(h, row)
         if "train/loss" in row:
@@ -171,227 +175,400 @@ def _record_eval(h: dict[str, Any], row: dict[str, Any]) -> None:
 def train(cfg: DictConfig | dict) -> dict[str, Any]:
     """Train one model as configured; returns the summary dict (also written to <run dir>/summary.json).
 
-    Raises ConfigError (before any data is read) for a config that cannot run.
+    Raises ConfigError (before any data is read) for a config that cannot run, RunInterrupted after a
+    Ctrl-C / SIGTERM (checkpoint saved, summary `interrupted`), and any other exception as it came (summary
+    `failed` with the reason). See the module docstring for what is written where.
     """
-    c = validate(cfg)
     info = distributed.env_info()
+    try:
+        c = validate(cfg)
+    except ConfigError as e:
+        if info.is_main:
+            record_config_error(cfg, e)
+        raise
     device = distributed.pick_device(str(c["train"]["device"]), info)
     distributed.setup(info, device)
     threads_before = torch.get_num_threads()  # train.num_threads is per run, not for the rest of the process
     try:
-        return _train(c, info, device)
+        return TrainingRun(c, info, device).run()
     finally:
         torch.set_num_threads(threads_before)
         distributed.teardown()
 
 
-def _train(c: dict[str, Any], info: distributed.DistInfo, device: torch.device) -> dict[str, Any]:
-    from arch import build_model, count_params, flops_per_token
-    from experiments import flops as flops_lib
-    from experiments.data import WindowSampler, rank_seed
-    from experiments.evaluate import evaluate_model, length_extrapolation
-    from experiments.optim import build_optimizer
-    from experiments.schedule import lr_at
-    from experiments.tokenize_cache import prepare_data
-    from experiments.tracking import Tracker
+def record_config_error(cfg: DictConfig | dict, error: ConfigError) -> None:
+    """A sweep job (or a train() call with train.run_dir) whose config is refused still leaves summary.json
+    `failed` with the reason in its own run dir, when that dir holds no run yet (never over another run's files).
+    A single CLI run leaves nothing: its one-line error says it all."""
+    raw = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
 
-    tc, seed = c["train"], int(c["seed"])
-    threads = resolve_num_threads(tc.get("num_threads"), info)
-    if threads:
-        torch.set_num_threads(threads)
-    run_dir = Path(distributed.broadcast_object(str(resolve_run_dir(c))))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    is_main = info.is_main
-    progress = bool(tc["progress"]) and is_main
+    def select(key: str) -> Any:
+        try:
+            return OmegaConf.select(raw, key, default=None, throw_on_resolution_failure=False)
+        except Exception:  # noqa: BLE001 - the config is broken: record what can be read
+            return None
 
-    # -- data: corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) --------------
-    cache_dir = c["data"]["cache_dir"]
-    prepared = prepare_data(c["data"], c["tokenizer"], cache_dir, progress=progress)
-    tok, tok_info, data = prepared.tokenizer, prepared.tokenizer_info, prepared.data
-    if is_main:
-        log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(data.train), len(data.val),
-                 tok.vocab_size, "cached" if tok_info["cached"] else f"trained in {tok_info['train_seconds']:.1f}s")
+    explicit, hc = select("train.run_dir"), _hydra_runtime()
+    if hc is not None and not _is_multirun():
+        return  # a single CLI run: the one-line error is the whole story, no dir is left behind for it
+    path = Path(os.path.expanduser(str(explicit))) if explicit else (Path(hc.runtime.output_dir) if hc else None)
+    if path is None:
+        return  # train() outside Hydra without a run dir: nothing of the user's names a place for it
+    rd = RunDir(path)
+    try:
+        rd.check_can_start(resume=False, overwrite=False)
+    except RunDirError:
+        return
+    run_name, overrides = run_identity(path)
+    seed = select("seed")
+    rd.write_summary({"status": "failed", "error": f"config error: {error}", "experiment": select("experiment_name"),
+                      "run_name": run_name, "overrides": overrides, "seed": seed if isinstance(seed, int) else None,
+                      "steps": 0, "tokens": 0, "run_dir": str(path)})
 
-    B, T, accum = int(tc["batch_size"]), int(tc["n_ctx"]), int(tc["grad_accum"])
-    generator = torch.Generator().manual_seed(rank_seed(seed, info.rank))
-    sampler = WindowSampler(data.train, T, B, generator)  # a training split shorter than n_ctx: ConfigError
-    if len(data.val) < T + 1:  # before the model is built (a huge n_ctx must not cost an allocation first)
-        raise ConfigError(f"the validation split has {len(data.val)} tokens, fewer than n_ctx + 1; raise data.val_fraction")
 
-    # -- model: vocab_size from the tokenizer, shape solved if model.shape is set --------------------------------
-    mcfg = model_config(c["model"], vocab_size=tok.vocab_size)
-    resolved_model = {**mcfg.to_dict(), "shape": c["model"].get("shape")}
-    c = {**c, "model": resolved_model, "tokenizer": {**c["tokenizer"], "resolved_path": tok_info["path"]}}
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
-    model = build_model(mcfg).to(device)
-    torch.manual_seed(rank_seed(seed, info.rank))  # dropout masks differ per rank
-    optimizer = build_optimizer(model, c["optim"], device)
+def resume_command(run_dir: Path, argv: list[str] | None = None) -> str:
+    """The command that continues an interrupted run: this command's overrides with train.resume=true, and the
+    run dir pinned (hydra.run.dir) when the command did not name one."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["-c"]:  # python -c "...main()" args...
+        argv = argv[1:]
+    keep = [a for a in argv if not a.startswith(("train.resume=", "train.overwrite=", "-m", "--multirun"))]
+    if not any(a.startswith(("hydra.run.dir=", "train.run_dir=")) for a in keep):
+        keep.append(f"hydra.run.dir={run_dir}")
+    return shlex.join(["python", "-m", "experiments.train", *keep, "train.resume=true"])
 
-    tokens_per_step = B * T * accum * info.world_size
-    total_steps = math.ceil(int(tc["tokens"]) / tokens_per_step) if tc.get("tokens") else int(tc["steps"])
 
-    # -- resume ---------------------------------------------------------------------------------------------------
-    step, tokens, elapsed, resumed = 0, 0, 0.0, False
-    ckpt_path = last_checkpoint(run_dir)
-    if tc["resume"]:
-        if ckpt_path.exists():
-            ckpt = load_checkpoint(ckpt_path, map_location=device)
-            if ckpt["model_config"] != mcfg.to_dict():
-                diff = sorted(k for k, v in mcfg.to_dict().items() if ckpt["model_config"].get(k) != v)
-                raise ConfigError(f"train.resume=true but {ckpt_path} holds a different model (differs in {diff}); "
-                                  f"resume with the run's original overrides or start a new run dir")
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            step, tokens, elapsed = int(ckpt["step"]), int(ckpt["tokens"]), float(ckpt["elapsed"])
-            if ckpt["world_size"] == info.world_size:
-                states = ckpt["rng"][info.rank]
-                set_rng_state(states)
-                generator.set_state(states["data"])
-            else:
-                log.warning("resume: checkpoint from %d rank(s), now %d; data order re-seeded", ckpt["world_size"], info.world_size)
-                generator.manual_seed(rank_seed(seed * 1_000_003 + step, info.rank))
-            resumed = True
-            del ckpt
-            if is_main:
-                log.info("resumed from %s at step %d (%d tokens)", ckpt_path, step, tokens)
-        elif is_main:
-            log.warning("train.resume=true but %s does not exist; starting from scratch", ckpt_path)
+class TrainingRun:
+    """One run, step by step: open the run dir, load data, build the model, restore a checkpoint, track, loop.
 
-    loss_module: nn.Module = _LossModule(model)
-    if tc["compile"]:
-        loss_module = torch.compile(loss_module)
-    if info.enabled:
-        from torch.nn.parallel import DistributedDataParallel as DDP
+    Each method is one named step of `run()`; the state they share (model, optimizer, counters) lives on self.
+    Only rank 0 (`self.is_main`) writes files.
+    """
 
-        loss_module = DDP(loss_module, device_ids=[device.index] if device.type == "cuda" else None)
-    amp = _autocast(device, tc["dtype"])
+    def __init__(self, c: dict[str, Any], info: distributed.DistInfo, device: torch.device) -> None:
+        self.c, self.info, self.device = c, info, device
+        self.tc, self.seed = c["train"], int(c["seed"])
+        self.is_main = info.is_main
+        self.progress = bool(self.tc["progress"]) and self.is_main
+        self.rd = RunDir(distributed.broadcast_object(str(resolve_run_dir(c))))
+        self.run_dir = self.rd.path
+        self.fresh = True  # the dir holds no earlier run of ours: a setup failure may write its summary
+        self.tracker = None
+        self.step, self.tokens, self.elapsed, self.resumed = 0, 0, 0.0, False
+        self.t_start = time.perf_counter()
+        self.hist = _history(None)
+        self.stop: StopRequest | None = None
 
-    # -- tracking (rank 0) ----------------------------------------------------------------------------------------
-    run_name, overrides = run_identity(run_dir)
-    params, non_emb = count_params(mcfg), count_params(mcfg, non_embedding=True)
-    fpt = flops_per_token(mcfg, seq_len=T)
-    tracker = None
-    if is_main:
-        _write_config(run_dir, c)
-        lg = c["logger"]
-        tracker = Tracker(run_dir, c, logger=lg["kind"], project=lg.get("project", "archlab"), group=lg.get("group"),
-                          name=run_name, tags=list(lg.get("tags") or []), job_type=lg.get("job_type", "train"),
-                          resume_from_step=step if resumed else None)
-    hist = _history(run_dir if (is_main and resumed) else None)
-    peak = flops_lib.peak_flops(device, cache_dir=cache_dir) if is_main else 1.0
+    # -- the steps ------------------------------------------------------------------------------------------------
 
-    def summary(status: str, **extra: Any) -> dict[str, Any]:
-        wall = time.perf_counter() - t_start
-        return {
-            "status": status, "experiment": c["experiment_name"], "run_name": run_name, "overrides": overrides,
-            "seed": seed, "final_val_loss": hist["final_val_loss"], "best_val_loss": hist["best_val_loss"],
-            "final_val_bpb": hist["final_val_bpb"], "best_val_bpb": hist["best_val_bpb"],
-            "final_train_loss": hist["final_train_loss"], "params": params, "non_embedding_params": non_emb,
-            "tokens": tokens, "steps": step, "wall_time_s": wall, "tokens_per_s": tokens / wall if wall > 0 else None,
-            "mfu": (fpt * tokens / wall / info.world_size / peak) if wall > 0 else None, "extrap": hist["extrap"],
-            "run_dir": str(run_dir), "device": str(device), "world_size": info.world_size,
-            "num_threads": torch.get_num_threads(), **extra,
-        }
+    def run(self) -> dict[str, Any]:
+        self.open_run_dir()  # a dir holding another run, or an unwritable one: ConfigError, nothing written
+        with StopRequest() as self.stop:
+            try:
+                self.load_data()
+                self.build_model()
+                if self.tc["resume"]:
+                    self.restore()
+                self.start_tracking()
+            except BaseException as e:
+                self.record_setup_failure(e)
+                raise
+            return self.loop()
 
-    def evaluate(final: bool) -> None:
-        row: dict[str, Any] = {"tokens": tokens, "flops": fpt * tokens}
-        with amp:
-            row.update(evaluate_model(model, data.val, n_ctx=T, batch_size=int(tc["eval_batch_size"]),
-                                      max_batches=int(tc["eval_batches"]), bytes_per_token=data.bytes_per_token,
-                                      device=device))
+    def open_run_dir(self) -> None:
+        tc = self.tc
+        try:
+            self.rd.check_can_start(resume=bool(tc["resume"]), overwrite=bool(tc.get("overwrite")))
+        except RunDirError as e:
+            raise ConfigError(str(e)) from None
+        self.fresh = not (tc["resume"] and self.rd.holds_run())
+        distributed.barrier()  # every rank checked before rank 0 removes anything
+        if self.is_main and tc.get("overwrite"):
+            removed = self.rd.remove_run_outputs()
+            if removed:
+                log.info("train.overwrite=true: removed %s from %s", ", ".join(p.name for p in removed), self.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        threads = resolve_num_threads(tc.get("num_threads"), self.info)
+        if threads:
+            torch.set_num_threads(threads)
+
+    def load_data(self) -> None:
+        """corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) -> window sampler."""
+        from experiments import tokenize_cache  # via the module: tests patch prepare_data
+        from experiments.data import WindowSampler, rank_seed
+
+        prepared = tokenize_cache.prepare_data(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"],
+                                               progress=self.progress)
+        self.tok, self.tok_info, self.data = prepared.tokenizer, prepared.tokenizer_info, prepared.data
+        if self.is_main:
+            log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(self.data.train),
+                     len(self.data.val), self.tok.vocab_size,
+                     "cached" if self.tok_info["cached"] else f"trained in {self.tok_info['train_seconds']:.1f}s")
+        T = int(self.tc["n_ctx"])
+        self.generator = torch.Generator().manual_seed(rank_seed(self.seed, self.info.rank))
+        self.sampler = WindowSampler(self.data.train, T, int(self.tc["batch_size"]), self.generator)  # too short: ConfigError
+        if len(self.data.val) < T + 1:  # before the model is built (a huge n_ctx must not cost an allocation first)
+            raise ConfigError(f"the validation split has {len(self.data.val)} tokens, fewer than n_ctx + 1; "
+                              f"raise data.val_fraction")
+
+    def build_model(self) -> None:
+        """The model (vocab_size from the tokenizer, shape solved if model.shape is set), optimizer, step function."""
+        import arch  # via the module: tests patch arch.build_model
+        from experiments.optim import build_optimizer
+
+        c, tc, info = self.c, self.tc, self.info
+        self.mcfg = model_config(c["model"], vocab_size=self.tok.vocab_size)
+        resolved_model = {**self.mcfg.to_dict(), "shape": c["model"].get("shape")}
+        self.c = c = {**c, "model": resolved_model, "tokenizer": {**c["tokenizer"], "resolved_path": self.tok_info["path"]}}
+        random.seed(self.seed)
+        np.random.seed(self.seed)
+        torch.manual_seed(self.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
+        self.model = arch.build_model(self.mcfg).to(self.device)
+        from experiments.data import rank_seed
+
+        torch.manual_seed(rank_seed(self.seed, info.rank))  # dropout masks differ per rank
+        self.optimizer = build_optimizer(self.model, c["optim"], self.device)
+
+        B, T, accum = int(tc["batch_size"]), int(tc["n_ctx"]), int(tc["grad_accum"])
+        self.accum = accum
+        self.tokens_per_step = B * T * accum * info.world_size
+        self.total_steps = math.ceil(int(tc["tokens"]) / self.tokens_per_step) if tc.get("tokens") else int(tc["steps"])
+        self.fpt = arch.flops_per_token(self.mcfg, seq_len=T)
+        self.params = arch.count_params(self.mcfg)
+        self.non_emb = arch.count_params(self.mcfg, non_embedding=True)
+
+        loss_module: nn.Module = _LossModule(self.model)
+        if tc["compile"]:
+            loss_module = torch.compile(loss_module)
+        if info.enabled:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            loss_module = DDP(loss_module, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.loss_module = loss_module
+        self.amp = _autocast(self.device, tc["dtype"])
+
+    def restore(self) -> None:
+        """Continue from checkpoints/last.pt: weights, optimizer, counters, every random state (bit-exact on CPU)."""
+        from experiments.data import rank_seed
+
+        path = self.rd.last_checkpoint
+        if not path.exists():
+            if self.is_main:
+                log.warning("train.resume=true but %s does not exist; starting from scratch", path)
+            return
+        try:
+            ckpt = load_checkpoint(path, map_location=self.device)
+        except CheckpointError as e:
+            raise ConfigError(f"cannot resume: {e}; delete it to restart this run from step 0 (train.resume=true), "
+                              f"or replace the whole run with train.overwrite=true") from None
+        if ckpt["model_config"] != self.mcfg.to_dict():
+            diff = sorted(k for k, v in self.mcfg.to_dict().items() if ckpt["model_config"].get(k) != v)
+            raise ConfigError(f"train.resume=true but {path} holds a different model (differs in {diff}); "
+                              f"resume with the run's original overrides or start a new run dir")
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.step, self.tokens, self.elapsed = int(ckpt["step"]), int(ckpt["tokens"]), float(ckpt["elapsed"])
+        if ckpt["world_size"] == self.info.world_size:
+            states = ckpt["rng"][self.info.rank]
+            set_rng_state(states)
+            self.generator.set_state(states["data"])
+        else:
+            log.warning("resume: checkpoint from %d rank(s), now %d; data order re-seeded", ckpt["world_size"],
+                        self.info.world_size)
+            self.generator.manual_seed(rank_seed(self.seed * 1_000_003 + self.step, self.info.rank))
+        self.resumed = True
+        if self.is_main:
+            log.info("resumed from %s at step %d (%d tokens)", path, self.step, self.tokens)
+
+    def start_tracking(self) -> None:
+        """config.yaml, the tracker (metrics.jsonl, summary.json, wandb) and the eval history of a resumed run."""
+        from experiments import flops as flops_lib
+        from experiments.tracking import Tracker
+
+        self.run_name, self.overrides = run_identity(self.run_dir)
+        if self.is_main:
+            self.rd.write_config(self.c)
+            lg = self.c["logger"]
+            self.tracker = Tracker(self.run_dir, self.c, logger=lg["kind"], project=lg.get("project", "archlab"),
+                                   group=lg.get("group"), name=self.run_name, tags=list(lg.get("tags") or []),
+                                   job_type=lg.get("job_type", "train"),
+                                   resume_from_step=self.step if self.resumed else None)
+            self.fresh = True  # from here on the dir holds this run, whatever it held before
+        self.hist = _history(self.run_dir if (self.is_main and self.resumed) else None)
+        self.peak = flops_lib.peak_flops(self.device, cache_dir=self.c["data"]["cache_dir"]) if self.is_main else 1.0
+
+    def loop(self) -> dict[str, Any]:
+        """Train until the budget is spent, the loss diverges, or a signal asks to stop."""
+        from tqdm.auto import tqdm
+
+        self.t_start = time.perf_counter() - self.elapsed
+        status, extra = "completed", {}
+        if self.tracker is not None:
+            self.tracker.write_summary(self.summary("running"))
+        bar = tqdm(total=self.total_steps, initial=self.step, disable=not self.progress, desc=self.run_name[:40],
+                   unit="step", leave=False)
+        self.window_tokens, self.window_time = 0, 0.0
+        self.model.train()
+        try:
+            while self.step < self.total_steps:
+                if self._stop_requested():
+                    bar.close()
+                    self.interrupt()
+                diverged_at = self.train_step()
+                if diverged_at is not None:
+                    status, extra = "diverged", {"diverged_at_step": diverged_at}
+                    break
+                bar.update(1)
+                if self.step % int(self.tc["eval_interval"]) == 0 or self.step == self.total_steps:
+                    if self.is_main:
+                        self.evaluate(final=self.step == self.total_steps)
+                    distributed.barrier()
+                if self.step % int(self.tc["ckpt_interval"]) == 0 or self.step == self.total_steps:
+                    self.checkpoint()
+        except RunInterrupted:
+            raise
+        except KeyboardInterrupt as e:  # a second Ctrl-C: stop now, without a new checkpoint
+            self.finish("interrupted", error=f"{e or 'KeyboardInterrupt'} at step {self.step}; not checkpointed "
+                                             f"since the last checkpoint")
+            raise RunInterrupted(f"interrupted at step {self.step} (no checkpoint at this step)", self.result) from None
+        except Exception as e:
+            self.finish("failed", error=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            bar.close()
+        self.finish(status, **extra)
+        if self.is_main:
+            log.info("%s after %d steps (%d tokens): %s", status, self.step, self.tokens, self.run_dir)
+        return self.result
+
+    # -- one step, eval, checkpoint, the end ----------------------------------------------------------------------
+
+    def train_step(self) -> int | None:
+        """One optimizer step (grad_accum micro-batches); logs every log_interval. Returns the step number at which
+        the loss or grad norm went non-finite (the update is then skipped), else None."""
+        from experiments.schedule import lr_at
+
+        c, tc, info, device = self.c, self.tc, self.info, self.device
+        t0 = time.perf_counter()
+        lr = lr_at(self.step, name=c["schedule"]["name"], base_lr=float(c["optim"]["lr"]), total_steps=self.total_steps,
+                   warmup_steps=int(c["schedule"]["warmup_steps"]), min_lr_ratio=float(c["schedule"]["min_lr_ratio"]))
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = torch.zeros((), device=device)
+        for micro in range(self.accum):
+            x, y = self.sampler.next()
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            no_sync = self.loss_module.no_sync() if info.enabled and micro < self.accum - 1 else nullcontext()
+            with no_sync:
+                with self.amp:
+                    loss = self.loss_module(x, y)
+                (loss / self.accum).backward()
+            loss_sum += loss.detach().float()
+        train_loss = distributed.mean_across_ranks(float(loss_sum.item()) / self.accum, device)
+        log_now = self.is_main and ((self.step + 1) % int(tc["log_interval"]) == 0 or self.step + 1 == self.total_steps)
+        layer_norms = layer_grad_norms(self.model.blocks) if log_now or not math.isfinite(train_loss) else {}
+        clip = tc.get("grad_clip")
+        grad_norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), float(clip) if clip else float("inf")))
+
+        def row() -> dict[str, Any]:
+            return {"tokens": self.tokens, "flops": self.fpt * self.tokens, "time": time.perf_counter() - self.t_start,
+                    "train/loss": train_loss, "lr": lr, "grad_norm": grad_norm, **layer_norms}
+
+        if not (math.isfinite(train_loss) and math.isfinite(grad_norm)):
+            if self.tracker is not None:
+                self.tracker.log(row(), step=self.step + 1)
+                log.warning("non-finite loss/grad norm at step %d (loss %s, grad_norm %s): run diverged",
+                            self.step + 1, train_loss, grad_norm)
+            return self.step + 1
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self.tokens += self.tokens_per_step
+        self.hist["final_train_loss"] = train_loss
+        self.window_tokens += self.tokens_per_step
+        self.window_time += time.perf_counter() - t0
+        if log_now:
+            tps = self.window_tokens / self.window_time if self.window_time > 0 else 0.0
+            self.tracker.log({**row(), "tokens_per_s": tps, "mfu": self.fpt * tps / info.world_size / self.peak},
+                             step=self.step)
+            self.window_tokens, self.window_time = 0, 0.0
+        return None
+
+    def evaluate(self, final: bool) -> None:
+        from experiments.evaluate import evaluate_model, length_extrapolation
+
+        tc, T = self.tc, int(self.tc["n_ctx"])
+        row: dict[str, Any] = {"tokens": self.tokens, "flops": self.fpt * self.tokens}
+        with self.amp:
+            row.update(evaluate_model(self.model, self.data.val, n_ctx=T, batch_size=int(tc["eval_batch_size"]),
+                                      max_batches=int(tc["eval_batches"]), bytes_per_token=self.data.bytes_per_token,
+                                      device=self.device))
             if tc["extrap"] == "every_eval" or (tc["extrap"] == "end" and final):
-                row.update(length_extrapolation(model, data.val, n_ctx=T, factors=tuple(tc["extrap_factors"]),
-                                                max_tokens=int(tc["extrap_max_tokens"]), device=device,
+                row.update(length_extrapolation(self.model, self.data.val, n_ctx=T, factors=tuple(tc["extrap_factors"]),
+                                                max_tokens=int(tc["extrap_max_tokens"]), device=self.device,
                                                 batch_size=int(tc["eval_batch_size"])))
-        row["time"] = time.perf_counter() - t_start
-        tracker.log(row, step=step)
-        _record_eval(hist, row)
+        row["time"] = time.perf_counter() - self.t_start
+        self.tracker.log(row, step=self.step)
+        _record_eval(self.hist, row)
 
-    def checkpoint() -> None:
-        states = distributed.gather_objects({**rng_state(), "data": generator.get_state()})
-        if is_main:
-            save_checkpoint(ckpt_path, {
-                "version": 1, "step": step, "tokens": tokens, "elapsed": time.perf_counter() - t_start,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": states,
-                "world_size": info.world_size, "model_config": mcfg.to_dict(), "config": c,
+    def checkpoint(self) -> None:
+        states = distributed.gather_objects({**rng_state(), "data": self.generator.get_state()})
+        if self.is_main:
+            save_checkpoint(self.rd.last_checkpoint, {
+                "version": 1, "step": self.step, "tokens": self.tokens, "elapsed": time.perf_counter() - self.t_start,
+                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "rng": states,
+                "world_size": self.info.world_size, "model_config": self.mcfg.to_dict(), "config": self.c,
             })
         distributed.barrier()
 
-    # -- the loop -------------------------------------------------------------------------------------------------
-    t_start = time.perf_counter() - elapsed
-    status, extra = "completed", {}
-    if tracker is not None:
-        tracker.write_summary(summary("running"))
-    try:
-        from tqdm.auto import tqdm
+    def _stop_requested(self) -> bool:
+        requested = self.stop is not None and self.stop.requested is not None
+        return distributed.any_across_ranks(requested, self.device) if self.info.enabled else requested
 
-        bar = tqdm(total=total_steps, initial=step, disable=not progress, desc=run_name[:40], unit="step", leave=False)
-        window_tokens, window_time = 0, 0.0
-        model.train()
-        while step < total_steps:
-            t0 = time.perf_counter()
-            lr = lr_at(step, name=c["schedule"]["name"], base_lr=float(c["optim"]["lr"]), total_steps=total_steps,
-                       warmup_steps=int(c["schedule"]["warmup_steps"]), min_lr_ratio=float(c["schedule"]["min_lr_ratio"]))
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss_sum = torch.zeros((), device=device)
-            for micro in range(accum):
-                x, y = sampler.next()
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                no_sync = loss_module.no_sync() if info.enabled and micro < accum - 1 else nullcontext()
-                with no_sync:
-                    with amp:
-                        loss = loss_module(x, y)
-                    (loss / accum).backward()
-                loss_sum += loss.detach().float()
-            train_loss = distributed.mean_across_ranks(float(loss_sum.item()) / accum, device)
-            log_now = is_main and ((step + 1) % int(tc["log_interval"]) == 0 or step + 1 == total_steps)
-            layer_norms = layer_grad_norms(model.blocks) if log_now or not math.isfinite(train_loss) else {}
-            clip = tc.get("grad_clip")
-            grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), float(clip) if clip else float("inf")))
-            if not (math.isfinite(train_loss) and math.isfinite(grad_norm)):
-                status, extra = "diverged", {"diverged_at_step": step + 1}
-                if tracker is not None:
-                    tracker.log({"tokens": tokens, "flops": fpt * tokens, "time": time.perf_counter() - t_start,
-                                 "train/loss": train_loss, "lr": lr, "grad_norm": grad_norm, **layer_norms}, step=step + 1)
-                    log.warning("non-finite loss/grad norm at step %d (loss %s, grad_norm %s): run diverged",
-                                step + 1, train_loss, grad_norm)
-                break
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            tokens += tokens_per_step
-            hist["final_train_loss"] = train_loss
-            window_tokens += tokens_per_step
-            window_time += time.perf_counter() - t0
-            bar.update(1)
-            if log_now:
-                tps = window_tokens / window_time if window_time > 0 else 0.0
-                tracker.log({"tokens": tokens, "flops": fpt * tokens, "time": time.perf_counter() - t_start,
-                             "train/loss": train_loss, "lr": lr, "grad_norm": grad_norm, **layer_norms,
-                             "tokens_per_s": tps, "mfu": fpt * tps / info.world_size / peak}, step=step)
-                bar.set_postfix(loss=f"{train_loss:.3f}")
-                window_tokens, window_time = 0, 0.0
-            if step % int(tc["eval_interval"]) == 0 or step == total_steps:
-                if is_main:
-                    evaluate(final=step == total_steps)
-                distributed.barrier()
-            if step % int(tc["ckpt_interval"]) == 0 or step == total_steps:
-                checkpoint()
-        bar.close()
-    except Exception as e:
-        if tracker is not None:
-            tracker.write_summary(summary("failed", error=f"{type(e).__name__}: {e}"))
-            tracker.finish("failed")
-        raise
-    result = summary(status, **extra)
-    if tracker is not None:
-        tracker.write_summary(result)
-        tracker.finish(status)
-        log.info("%s after %d steps (%d tokens): %s", status, step, tokens, run_dir)
-    return result
+    def interrupt(self) -> None:
+        """Ctrl-C / SIGTERM between steps: checkpoint, summary `interrupted`, raise RunInterrupted."""
+        self.checkpoint()
+        signame = (self.stop.requested if self.stop else None) or "signal"
+        self.finish("interrupted", error=f"{signame} at step {self.step}; checkpoint saved, resume with train.resume=true")
+        raise RunInterrupted(f"interrupted at step {self.step}", self.result)
+
+    def summary(self, status: str, **extra: Any) -> dict[str, Any]:
+        wall = time.perf_counter() - self.t_start
+        h, tokens = self.hist, self.tokens
+        return {
+            "status": status, "experiment": self.c["experiment_name"], "run_name": self.run_name,
+            "overrides": self.overrides, "seed": self.seed, "final_val_loss": h["final_val_loss"],
+            "best_val_loss": h["best_val_loss"], "final_val_bpb": h["final_val_bpb"], "best_val_bpb": h["best_val_bpb"],
+            "final_train_loss": h["final_train_loss"], "params": self.params, "non_embedding_params": self.non_emb,
+            "tokens": tokens, "steps": self.step, "wall_time_s": wall,
+            "tokens_per_s": tokens / wall if wall > 0 else None,
+            "mfu": (self.fpt * tokens / wall / self.info.world_size / self.peak) if wall > 0 else None,
+            "extrap": h["extrap"], "run_dir": str(self.run_dir), "device": str(self.device),
+            "world_size": self.info.world_size, "num_threads": torch.get_num_threads(), **extra,
+        }
+
+    def finish(self, status: str, **extra: Any) -> None:
+        """Write the final summary.json (rank 0) and close the tracker; the summary is kept as self.result."""
+        self.result = self.summary(status, **extra)
+        if self.tracker is not None:
+            self.tracker.write_summary(self.result)
+            self.tracker.finish(status)
+
+    def record_setup_failure(self, e: BaseException) -> None:
+        """A failure before the loop still leaves summary.json, with status and reason, in a dir that held no
+        other run (a failed resume leaves the earlier run's files as they were)."""
+        if not self.is_main:
+            return
+        interrupted = isinstance(e, KeyboardInterrupt)
+        error = f"config error: {e}" if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+        if self.tracker is not None:
+            self.tracker.finish("interrupted" if interrupted else "failed")
+        if not self.fresh:
+            return
+        run_name, overrides = run_identity(self.run_dir)
+        self.rd.write_summary({"status": "interrupted" if interrupted else "failed", "error": " ".join(error.split()),
+                               "experiment": self.c["experiment_name"], "run_name": run_name, "overrides": overrides,
+                               "seed": self.seed, "steps": self.step, "tokens": self.tokens, "run_dir": str(self.run_dir)})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -410,10 +587,15 @@ def _is_multirun() -> bool:
 
 @hydra.main(version_base="1.3", config_path=str(__import__("experiments.compose").compose.CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    """CLI entry: train(cfg); a ConfigError is one line on stderr (exit 2 for a single run; in a sweep the
-    other jobs go on). In a sweep any other exception is logged (the run's summary.json says `failed`) and the
-    sweep goes on: re-raised, Hydra's sweeper would stop at it after the batch, skipping the status list and
-    the report. Returns the final val loss (for Hydra sweepers that optimise it)."""
+    """CLI entry: train(cfg). Every outcome but success is one line on stderr:
+
+    * a ConfigError: `config error: ...`, exit 2 (in a sweep the job's summary says `failed` and the others go on);
+    * Ctrl-C / SIGTERM: `interrupted at step N; ... resume with: <command>`, exit 130 (a sweep stops there too);
+    * any other exception: a single run keeps its traceback (a bug should show where); in a sweep it is logged,
+      the job's summary.json says `failed` with the reason, and the sweep goes on (the sweep callback then
+      exits 1). Re-raised, Hydra's sweeper would stop at it after the batch, skipping the report.
+
+    Returns the final val loss (for Hydra sweepers that optimise it)."""
     try:
         summary = train(cfg)
     except ConfigError as e:
@@ -421,6 +603,12 @@ def main(cfg: DictConfig) -> float | None:
         if _is_multirun():
             return None
         sys.exit(2)
+    except KeyboardInterrupt as e:
+        run_dir = Path((getattr(e, "summary", None) or {}).get("run_dir") or resolve_run_dir(to_plain(cfg)))
+        how = str(e) if isinstance(e, RunInterrupted) else "interrupted"
+        print(f"{how}; {run_dir}: summary.json says interrupted; resume with: {resume_command(run_dir)}",
+              file=sys.stderr, flush=True)
+        sys.exit(EXIT_CODE)
     except Exception:
         if not _is_multirun():
             raise

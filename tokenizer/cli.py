@@ -24,15 +24,13 @@ import glob
 import json
 import os
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tokenizer.outputs import check_inside_not_input, check_new, check_not_input, writing
+from tokenizer.outputs import atomic_output, check_inside_not_input, check_new, check_not_input, writing
 from tokenizer.serialize import FILE_NAME as TRAIN_OUTPUT
-from tokenizer.serialize import default_mode
 
 PROG = "bpe"
 
@@ -388,14 +386,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     check_new(out, force=args.force)
     with writing(out):
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
+        with atomic_output(out) as tmp:
             (tok.export_hf if args.to == "hf" else tok.export_tiktoken)(tmp)
-            os.chmod(tmp, default_mode())
-            os.replace(tmp, out)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
     if args.to == "hf":
         print(f"wrote {out}  (tokenizers.Tokenizer.from_file({str(out)!r}))")
     else:

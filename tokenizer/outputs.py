@@ -5,6 +5,7 @@ whether an output may be written, and that turns a failed write into one line na
     check_inside_not_input(out_dir, inputs)                   # out_dir is, or contains, an input
     check_new(out, force=args.force)                          # exists and no --force -> refused
     with writing(out): write_tokens(out, ...)                 # OSError on a temp file / parent -> "cannot write OUT"
+    with atomic_output(out) as tmp: write(tmp)                # the one atomic write of the tokenizer package
 
 Rules (docs/tokenizer.md, "Outputs and --force"): a command writes only its own named files, each atomically
 (temp file beside it + rename), never deletes anything else; `--force` only lets it replace those files; an
@@ -15,6 +16,7 @@ different names when one of them does not exist yet (nothing to compare), races 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,6 +66,29 @@ def check_new(out: Path, *, force: bool, also: Iterable[Path] = ()) -> None:
     for p in (out, *also):
         if p.exists() or p.is_symlink():
             raise OutputError(f"{p} already exists; pass --force to replace it")
+
+
+def default_mode(directory: bool = False) -> int:
+    """The mode a plain open()/mkdir() would give under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if directory else 0o666) & ~umask
+
+
+@contextmanager
+def atomic_output(out: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp path beside `out` (`.{name}.*.tmp`, so `writing` names `out` in its errors) to write; when the
+    block succeeds it gets the usual umask-based mode and replaces `out` atomically (os.replace), so a reader or a
+    kill never sees half a file. On any failure the temp file is removed and `out` is left as it was."""
+    out = Path(out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, default_mode())  # mkstemp makes 0600
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 @contextmanager

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokenizer.formats import token_to_unicode, unicode_to_bytes
+from tokenizer.outputs import atomic_output
 
 if TYPE_CHECKING:
     from tokenizer.tokenizer import Tokenizer
@@ -116,23 +116,9 @@ def save(tok: Tokenizer, path: str | os.PathLike) -> Path:
     """Write atomically (temp file + rename), one merge per line. Returns the file written."""
     p = resolve_path(path)
     text = json.dumps(tokenizer_to_dict(tok), indent=1, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.chmod(tmp, default_mode())  # mkstemp makes 0600; give the file the usual umask-based mode
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(p) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
     return p
-
-
-def default_mode(directory: bool = False) -> int:
-    """The mode a plain open()/mkdir() would give under the current umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return (0o777 if directory else 0o666) & ~umask
 
 
 def load(path: str | os.PathLike) -> Tokenizer:

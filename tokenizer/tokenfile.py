@@ -22,13 +22,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenizer.serialize import default_mode
+from tokenizer.outputs import atomic_output
 
 FORMAT = "archlab-tokens"
 VERSION = 1
@@ -80,11 +79,9 @@ def write_tokens(
     typecode = _TYPECODES[dtype]
     count = 0
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    side = sidecar_path(out)
-    side_tmp = side.with_name(f".{side.name}.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
+    # exit order: the ids replace `out` first, then the sidecar (a complete sidecar marks a complete pair)
+    with atomic_output(sidecar_path(out)) as side_tmp, atomic_output(out) as tmp:
+        with open(tmp, "wb") as f:
             for ids in id_chunks:
                 arr = array(typecode, ids)
                 if sys.byteorder == "big":
@@ -105,14 +102,6 @@ def write_tokens(
             "source": source,
         }
         side_tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        os.chmod(tmp, default_mode())
-        os.chmod(side_tmp, default_mode())
-        os.replace(tmp, out)
-        os.replace(side_tmp, side)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        side_tmp.unlink(missing_ok=True)
-        raise
     return meta
 
 

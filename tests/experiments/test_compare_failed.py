@@ -128,10 +128,13 @@ def test_sweep_callback_builds_the_report_of_an_all_failed_sweep(tmp_path: Path,
     for i in range(2):
         write_unfinished_run(root / str(i), "failed", ERR_FAILED)
     cfg = OmegaConf.create({"experiment_name": "x", "hydra": {"sweep": {"dir": str(root)}}})
-    SweepReport().on_multirun_end(cfg)
+    with pytest.raises(SystemExit) as e:  # failed jobs: the sweep exits non-zero, after the report is built
+        SweepReport().on_multirun_end(cfg)
+    assert e.value.code == 1
     err = capsys.readouterr().err
     assert f"[archlab] report: {root / 'report' / 'report.html'}" in err, err
-    assert ERR_FAILED in (root / "report" / "report.md").read_text()
+    assert "[archlab] 2 of 2 run(s) did not complete: 0 (failed), 1 (failed)" in err
+    assert ERR_FAILED.replace("|", "\\|") in (root / "report" / "report.md").read_text()  # markdown escapes |
 
 
 def test_a_metric_typo_is_still_an_error_when_runs_completed(mixed: Path, capsys) -> None:

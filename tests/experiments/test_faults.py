@@ -255,3 +255,50 @@ def test_cli_resume_from_a_broken_checkpoint_exits_2(make_cfg, cli_env, cache_di
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error:") and "last.pt" in lines[0], proc.stderr[-2000:]
     assert snapshot(run) == before
+
+
+# ------------------------------------------------------------------------------------------ a sweep with failing jobs
+
+
+def test_a_sweep_with_failing_jobs_runs_the_rest_reports_them_and_exits_1(cache_dir, tmp_path, monkeypatch, capsys):
+    """Job 0 completes, job 1 is a config error (3 heads do not divide d_model 32), job 2 raises in the model
+    build. In-process Hydra multirun (basic launcher), so the exception can be injected."""
+    import arch
+
+    real_build = arch.build_model
+
+    def build(cfg):
+        if cfg.n_layers == 3:
+            raise RuntimeError("disk on fire")
+        return real_build(cfg)
+
+    monkeypatch.setattr(arch, "build_model", build)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    sweep = tmp_path / "sweep"
+    argv = ["train", "-m", *[o for o in TINY if not o.startswith(("model.n_heads", "model.n_layers"))],
+            f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep}", "hydra/job_logging=disabled",
+            "model.n_heads=2,3,2", "model.n_layers=2,2,3"]
+    monkeypatch.setattr("sys.argv", argv)
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with pytest.raises(SystemExit) as e:
+        train_mod.main()
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name[0].isdigit()), key=lambda p: int(p.name.split("_")[0]))
+    statuses = [summary_of(p) for p in jobs]
+    # basic launcher: the cross product of the two lists, 3 x 3 = 9 jobs; n_heads=3 ones are config errors
+    assert len(statuses) == 9
+    for s in statuses:
+        cfg = dict(o.split("=", 1) for o in s["overrides"])
+        if cfg["model.n_heads"] == "3":
+            assert s["status"] == "failed" and s["error"].startswith("config error: ") and "n_heads" in s["error"]
+        elif cfg["model.n_layers"] == "3":
+            assert s["status"] == "failed" and s["error"] == "RuntimeError: disk on fire"
+        else:
+            assert s["status"] == "completed" and s["steps"] == 3
+    report_md = (sweep / "report" / "report.md").read_text()
+    assert "RuntimeError: disk on fire" in report_md and "config error: " in report_md
+    assert f"report: {sweep / 'report' / 'report.html'}" in err
+    assert "did not complete" in err

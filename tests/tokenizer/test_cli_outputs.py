@@ -178,7 +178,7 @@ def test_disk_error_while_writing_temp_file_names_the_output(toks, tmp_path, cap
     a, _ = toks
     src = tmp_path / "in.txt"
     src.write_text(TEXT)
-    real_fdopen = os.fdopen
+    real_open = open
 
     class Full:
         def __init__(self, f):
@@ -193,7 +193,9 @@ def test_disk_error_while_writing_temp_file_names_the_output(toks, tmp_path, cap
         def write(self, b):
             raise OSError(28, "No space left on device", os.readlink(f"/proc/self/fd/{self.f.fileno()}"))  # the temp name
 
-    monkeypatch.setattr(tokenfile.os, "fdopen", lambda fd, mode: Full(real_fdopen(fd, mode)))
+    # the ids go to the temp file through tokenfile's own open(..., "wb")
+    monkeypatch.setattr(tokenfile, "open", lambda path, mode="r", *a, **k: Full(real_open(path, mode, *a, **k))
+                        if "w" in mode else real_open(path, mode, *a, **k), raising=False)
     # array.tofile writes through .write
     line = run_err(capsys, ["encode", "--tokenizer", str(a), str(src), "--out", str(tmp_path / "o.bin")])
     assert f"cannot write {tmp_path / 'o.bin'}: No space left on device" in line
