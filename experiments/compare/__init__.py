@@ -12,13 +12,15 @@ instead. Modules, one concept each:
 
     runs.py        find run dirs, load them into `Run` records (status, reason)
     grouping.py    group runs by the config keys that differ; labels and colours
-    stats.py       the numbers: series, interpolation, mean ± std bands, per-group / per-run tables
+    stats.py       the numbers: series, interpolation, mean ± std bands, EMA, per-group / per-run tables, budgets
+    significance.py  t-intervals of a difference (paired by seed / Welch), verdict, seeds needed for 80% power
+    comparison.py  every group against the baseline group, per metric: comparison.json (scipy, imported on use)
     figures.py     which figures apply and their data;  plots.py  drawing them (matplotlib)
     tables.py      table model + number formatting;  markdown.py  report.md;  html.py  report.html
     outdir.py      the out dir: checks before any run is read, report_manifest.json (a rebuild deletes only its own files)
     report.py      build_report, tying the above together;  cli.py  the command line;  wandb_pull.py  runs from wandb
 
-Importing this package is cheap: matplotlib is imported only when a report is built.
+Importing this package is cheap: matplotlib and scipy are imported only when a report is built.
 """
 
 from experiments.compare.cli import main
@@ -49,8 +51,10 @@ from experiments.compare.runs import (
 from experiments.compare.stats import (
     band,
     best_value,
+    budgets,
     config_diff,
     count_label,
+    ema,
     final_value,
     finite_prefix,
     higher_is_better,
@@ -66,8 +70,8 @@ from experiments.compare.stats import (
 
 __all__ = [
     "EXCLUDED_STATUSES", "MISSING", "SHAPE_KEYS", "X_KEYS", "Group", "Run", "RunsError", "available_metrics", "band",
-    "best_value", "build_report", "check_keys", "check_single_experiment", "config_diff", "count_label",
-    "default_group_keys", "default_out_dir", "differing_keys", "discover_runs", "final_value", "finite_prefix",
+    "best_value", "budgets", "build_report", "check_keys", "check_single_experiment", "config_diff", "count_label",
+    "default_group_keys", "default_out_dir", "differing_keys", "discover_runs", "ema", "final_value", "finite_prefix",
     "flatten", "format_value", "group_runs", "higher_is_better", "interpolate", "is_noise_key", "load_run",
     "load_runs", "main", "mean_std", "natural_key", "run_extrap", "run_rows", "series", "short_key", "stat_runs",
     "summarize",

@@ -32,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output dir (default <common sweep dir>/report or ./report); a rebuild deletes only "
                    "the files its report_manifest.json lists")
     p.add_argument("--allow-mixed", action="store_true", help="allow runs of different experiments")
+    p.add_argument("--baseline", metavar="LABEL_OR_INDEX", help="the group every other group is compared with: its "
+                   "label or 0-based index (default: the first group)")
+    p.add_argument("--smooth", type=float, default=0.0, metavar="ALPHA", help="EMA smoothing of the train-loss "
+                   "curves in [0, 1), wandb's time-weighted EMA (default 0 = off)")
     p.add_argument("--wandb-group", help="also pull the runs of this wandb group (needs network + login)")
     p.add_argument("--wandb-project", help="wandb project (entity/project or project) for --wandb-group")
     return p
@@ -58,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise RunsError("give at least one run dir, sweep dir or glob (or --wandb-group)")
         cmd = "python -m experiments.compare " + " ".join(argv if argv is not None else sys.argv[1:])
         report = build_report(args.paths, args.out, by=args.by, metric=args.metric, x=args.x,
-                              allow_mixed=args.allow_mixed, runs=runs, command=cmd)
+                              allow_mixed=args.allow_mixed, runs=runs, command=cmd, baseline=args.baseline,
+                              smooth=args.smooth)
     except RunsError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2

@@ -18,7 +18,17 @@ import numpy as np
 from experiments.compare import plots
 from experiments.compare.grouping import SHAPE_KEYS, Group, format_value, short_key
 from experiments.compare.runs import EXCLUDED_STATUSES, Run
-from experiments.compare.stats import band, final_value, finite_prefix, mean_std, num, run_extrap, series, stat_runs
+from experiments.compare.stats import (
+    band,
+    ema,
+    final_value,
+    finite_prefix,
+    mean_std,
+    num,
+    run_extrap,
+    series,
+    stat_runs,
+)
 
 LAYER_RE = re.compile(r"grad_norm/layer_(\d+)$")
 FIXED_FIGURES = ("extrapolation.png", "grad_norm_per_layer.png", "aspect_ratio.png")
@@ -38,19 +48,29 @@ def figure_names(metric: str) -> list[str]:
 # ---------------------------------------------------------------- figure data
 
 
-def _curve_data(groups: list[Group], key: str, x: str) -> list[dict[str, Any]]:
+def _curve_data(groups: list[Group], key: str, x: str, smooth: float = 0.0) -> list[dict[str, Any]]:
+    """Per group: mean ± std band of its good runs, and its bad runs' finite prefixes. With `smooth` > 0 every run
+    is EMA-smoothed first (stats.ema over the x span of the whole figure, as wandb smooths over the chart's) and
+    `raw` holds the unsmoothed mean on the same grid."""
+    curves = [[(r, *series(r, key, x)) for r in g.runs] for g in groups]
+    starts_ends = [(xs[0], xs[-1]) for rows in curves for _, xs, _ in rows if len(xs)]
+    x_range = max(e for _, e in starts_ends) - min(s for s, _ in starts_ends) if starts_ends else 0.0
+
+    def smoothed(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (xs, ema(xs, ys, smooth, x_range)) if smooth else (xs, ys)
+
     out = []
-    for g in groups:
+    for g, rows in zip(groups, curves):
         good, bad = [], []
-        for r in g.runs:
-            xs, ys = series(r, key, x)
+        for r, xs, ys in rows:
             if r.status in EXCLUDED_STATUSES or not np.all(np.isfinite(ys)):
                 bad.append(finite_prefix(xs, ys))
             else:
                 good.append((xs, ys))
-        grid, mean, std, n = band(good)
+        grid, mean, std, n = band([smoothed(*c) for c in good])
         out.append({"label": g.label, "color": g.color, "grid": grid, "mean": mean, "std": std,
-                    "n_runs": len(good), "bad": [b for b in bad if len(b[0])]})
+                    "raw": band(good)[1] if smooth else None,
+                    "n_runs": len(good), "bad": [smoothed(*b) for b in bad if len(b[0])]})
     return out
 
 
@@ -172,8 +192,9 @@ def _eng(v: float) -> str:
 
 
 def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str], metric: str,
-                 x: str) -> tuple[list[dict[str, str]], list[str]]:
-    """Write every figure that applies into `out` (names from figure_names); returns (figures, skipped notes)."""
+                 x: str, smooth: float = 0.0) -> tuple[list[dict[str, str]], list[str]]:
+    """Write every figure that applies into `out` (names from figure_names); returns (figures, skipped notes).
+    `smooth` > 0: the train/loss curves are EMA-smoothed (stats.ema), the raw mean drawn faint behind."""
     figures: list[dict[str, str]] = []  # {file, title, caption}
     notes: list[str] = []
     xl = plots.X_LABELS[x]
@@ -183,14 +204,20 @@ def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str],
 
     # curves: train/loss, then the chosen metric
     for key in (["train/loss"] if metric != "train/loss" else []) + [metric]:
-        data = _curve_data(groups, key, x)
+        alpha = smooth if key == "train/loss" else 0.0
+        data = _curve_data(groups, key, x, alpha)
         if not any(len(d["grid"]) or d["bad"] for d in data):
             notes.append(f"{key} vs {x}: skipped (no run logs {key} with {x})")
             continue
         f = f"curve_{slug(key)}.png"
-        plots.plot_curves(out / f, data, x, key, f"{key} vs {xl}")
-        add(f, f"{key} vs {xl}", f"Mean over seeds (line) ± 1 std (band), linearly interpolated onto a common {x} grid "
-            "where the runs overlap. Dashed lines ending in × are diverged/interrupted/failed runs, excluded from the mean.")
+        title = f"{key} vs {xl}" + (f" (EMA smoothing {alpha:g})" if alpha else "")
+        plots.plot_curves(out / f, data, x, key, title)
+        caption = (f"Mean over seeds (line) ± 1 std (band), linearly interpolated onto a common {x} grid where the "
+                   "runs overlap. Dashed lines ending in × are diverged/interrupted/failed runs, excluded from the mean.")
+        if alpha:
+            caption += (f" Each run smoothed with wandb's time-weighted EMA (--smooth {alpha:g}) before averaging; "
+                        "the faint line is the unsmoothed mean.")
+        add(f, title, caption)
 
     finals = [{"label": g.label, "color": g.color,
                "good": [v for v in (final_value(r, metric) for r in stat_runs(g)) if v is not None],

@@ -15,9 +15,13 @@ from typing import Any
 
 from experiments.compare.runs import EXCLUDED_STATUSES
 from experiments.compare.tables import (
+    BASELINE_NOTE,
     RUN_PATH_COL,
     RUN_REASON_COL,
     RUN_STATUS_COL,
+    VERDICT_COL,
+    baseline_table,
+    budget_text,
     diff_table,
     excluded_line,
     excluded_runs,
@@ -54,6 +58,8 @@ tr.bad td { background: #fff1f0; }
 .st-completed { background: #e3f4e8; color: #17672f; } .st-diverged { background: #fde2df; color: #a8231a; }
 .st-failed { background: #f3d6e6; color: #7d1d52; } .st-running { background: #e1ecfa; color: #1f4f91; }
 .st-interrupted { background: #fdf0d5; color: #7a4d00; }
+.st-better { background: #e3f4e8; color: #17672f; } .st-worse { background: #fde2df; color: #a8231a; }
+.st-baseline { background: var(--head); color: var(--muted); }
 p.headline { font-weight: 600; color: #a8231a; }
 ul.excluded li { margin: 2px 0; }
 figure { margin: 18px 0 28px; }
@@ -121,7 +127,7 @@ def _html_table(head: list[str], rows: list[list[tuple[str, Any]]], left: set[in
             if colors and i == swatch_col:
                 inner = f'<span class="sw" style="background:{colors[ri]}"></span>{inner}'
             if status_col is not None and i == status_col:
-                inner = f'<span class="st st-{_e(text)}">{inner}</span>'
+                inner = f'<span class="st st-{_e(text).replace(" ", "-")}">{inner}</span>'
             title = f' title="{_e(v)}"' if i == title_col else ""
             out.append(f'<td class="{"l" if i in left else ""}" data-v="{_data_v(v)}"{title}>{inner}</td>')
         out.append("</tr>")
@@ -142,11 +148,13 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
              f"<p class=\"meta\">{ctx['n_runs']} runs ({_e(status_text(ctx))}) in {len(ctx['groups'])} groups, "
              f"grouped by {' '.join(f'<code>{_e(k)}</code>' for k in ctx['by']) or '(nothing differs)'}; "
              f"metric <code>{_e(ctx['metric'])}</code>, x axis <code>{_e(ctx['x'])}</code>.</p>",
+             (f"<p class=\"meta\">{_e(budget_text(ctx))}</p>" if budget_text(ctx) else ""),
              f"<p class=\"meta\">Generated {_e(ctx['generated'])}"
              + (f" from <code>{_e(ctx['root'])}</code>" if ctx["root"] else "") + ".</p>"]
     if ctx["headline"]:
         parts.append(f"<p class=\"headline\">{_e(ctx['headline'])}</p>")
-    parts.append("<nav><a href=\"#groups\">Groups</a><a href=\"#config\">Config differences</a>"
+    parts.append("<nav><a href=\"#groups\">Groups</a><a href=\"#baseline\">Differences vs baseline</a>"
+                 "<a href=\"#config\">Config differences</a>"
                  "<a href=\"#figures\">Figures</a><a href=\"#runs\">Runs</a></nav>")
 
     head, rows = group_table(ctx)
@@ -160,6 +168,13 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
         parts += [f"<li><span class=\"sw\" style=\"background:{r['color']}\"></span>{_e(excluded_line(r))}</li>"
                   for r in excluded]
         parts.append("</ul>")
+
+    head, rows = baseline_table(ctx)
+    colors = [ctx["groups"][g["index"]]["color"] for m in ctx["comparison"]["metrics"] for g in m["groups"]]
+    parts += [f"<h2 id=\"baseline\">Differences vs baseline {_e(ctx['comparison']['baseline']['label'])}</h2>",
+              f"<p class=\"meta\">{_e(BASELINE_NOTE)}</p>",
+              _html_table(head, rows, left={0, 1, VERDICT_COL, len(head) - 1}, colors=colors,
+                          swatch_col=1, status_col=VERDICT_COL, table_id="baseline-table")]
 
     parts.append("<h2 id=\"config\">Config differences</h2><p class=\"meta\">Every config key whose value differs "
                  "between runs (seeds and per-run noise aside), per group.</p>")

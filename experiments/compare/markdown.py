@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.compare.tables import diff_table, excluded_line, excluded_runs, group_table, run_table, status_text
+from experiments.compare.tables import (
+    BASELINE_NOTE,
+    baseline_table,
+    budget_text,
+    diff_table,
+    excluded_line,
+    excluded_runs,
+    group_table,
+    run_table,
+    status_text,
+)
 
 
 def _md_cell(s: str) -> str:
@@ -21,11 +31,14 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def render_markdown(ctx: dict[str, Any]) -> str:
-    """report.md's text: headline, groups, runs not in the means, config differences, runs, figures, notes."""
+    """report.md's text: headline, groups, runs not in the means, differences vs baseline, config differences,
+    runs, figures, notes."""
     lines = [f"# {ctx['title']}", "",
              f"{ctx['n_runs']} runs ({status_text(ctx)}), grouped by {', '.join(ctx['by']) or '(nothing differs)'}; "
              f"metric `{ctx['metric']}`, x = `{ctx['x']}`. Mean ± sample std over completed seeds; "
              "diverged/interrupted/failed runs are counted separately.", ""]
+    if budget_text(ctx):
+        lines += [budget_text(ctx), ""]
     if ctx["headline"]:
         lines += [f"**{ctx['headline']}**", ""]
     lines += ["## Groups", ""]
@@ -34,6 +47,9 @@ def render_markdown(ctx: dict[str, Any]) -> str:
     excluded = excluded_runs(ctx)
     if excluded:
         lines += ["", "## Runs not in the means", ""] + [f"- {_md_cell(excluded_line(r))}" for r in excluded]
+    lines += ["", f"## Differences vs baseline {ctx['comparison']['baseline']['label']}", "", BASELINE_NOTE, ""]
+    head, rows = baseline_table(ctx)
+    lines += _md_table(head, [[c[0] for c in row] for row in rows])
     lines += ["", "## Config differences", ""]
     if ctx["diff_keys"]:
         dh, drows = diff_table(ctx)

@@ -1,6 +1,6 @@
 """The report's out dir: checked before any run is read, and a manifest so a rebuild deletes only its own files.
 
-    <out>/report.html, report.md, curve_*.png, final_*.png, ...   what the report wrote
+    <out>/report.html, report.md, comparison.json, curve_*.png, ...   what the report wrote
     <out>/report_manifest.json   {"written_by": "experiments.compare", "files": ["report.html", ...]}
 
 `ReportDir.check(names)` (before any run is read) refuses, as one-line RunsError: an out path that is a file; a
@@ -27,9 +27,10 @@ from experiments.rundir import atomic_write_json
 
 MANIFEST = "report_manifest.json"
 WRITTEN_BY = "experiments.compare"
-REPORT_FILES = ("report.html", "report.md")
+COMPARISON = "comparison.json"  # comparison.py's document
+REPORT_FILES = ("report.html", "report.md", COMPARISON)  # written by every build
 # The only names a manifest entry may have to be deleted on a rebuild.
-OWN_NAME = re.compile(r"report\.(html|md)|(curve|final)_[A-Za-z0-9_]+\.png|extrapolation\.png|"
+OWN_NAME = re.compile(r"report\.(html|md)|comparison\.json|(curve|final)_[A-Za-z0-9_]+\.png|extrapolation\.png|"
                       r"grad_norm_per_layer\.png|aspect_ratio\.png")
 
 

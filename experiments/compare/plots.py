@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from experiments.rundir import atomic_write  # noqa: E402
 
@@ -58,15 +58,18 @@ def _save(fig: plt.Figure, path: Path, legend: bool = True) -> Path:
 
 
 def plot_curves(path: Path, groups: list[dict[str, Any]], x: str, metric: str, title: str) -> Path:
-    """Mean ± std band per group on a common x grid, plus dashed diverged runs ending in ×.
+    """Mean ± std band per group on a common x grid, plus dashed diverged runs ending in ×; with smoothing, the
+    unsmoothed mean (`raw`, on the same grid) is a faint line behind the smoothed one.
 
-    groups: [{label, color, grid, mean, std, n_runs, bad: [(xs, ys)]}]."""
+    groups: [{label, color, grid, mean, std, raw: mean or None, n_runs, bad: [(xs, ys)]}]."""
     fig, ax = plt.subplots(figsize=(9.5, 5.4))
     finite = []
     for g in groups:
         grid, mean, std = g["grid"], g["mean"], g["std"]
         if grid is not None and len(grid):
             label = f"{g['label']} (n={g['n_runs']})"
+            if g.get("raw") is not None:
+                ax.plot(grid, g["raw"], color=g["color"], lw=1, alpha=0.3, zorder=1)
             ax.plot(grid, mean, color=g["color"], lw=2, label=label)
             ok = np.isfinite(std)
             if ok.any():
@@ -166,18 +169,37 @@ def plot_grad_norms(path: Path, groups: list[dict[str, Any]], panels: list[str],
                             ms=5, capsize=3, lw=2, label=g["label"])
             for arr in g["bad"].get(panel, []):
                 ax.plot(g["layers"], arr, color=g["color"], ls="--", lw=1, marker="x", ms=6, alpha=0.8)
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "1235" else ""))
+        ax.set_yscale("log", nonpositive="clip")  # a mean - std below 0 runs off the bottom
         ax.set_xlabel("layer index (0 = nearest the embedding)")
         ax.set_title(panel)
         layers = sorted({i for g in groups for i in g["layers"]})
         ax.set_xticks(layers if len(layers) <= 16 else layers[:: max(1, len(layers) // 12)])
     axes[0][0].set_ylabel("gradient L2 norm (log scale)")
+    _plain_log_ticks(axes[0][0].yaxis)  # the panels share y
     if any(g["bad"].get(p) for g in groups for p in panels):
         axes[0][0].plot([], [], color="grey", ls="--", marker="x", label="diverged / interrupted / failed run")
     fig.suptitle(title, fontweight="bold")
     return _save(fig, path)
+
+
+def _plain_log_ticks(axis: Any) -> None:
+    """Plain numbers (0.5, 1, 2) instead of 10^x on a log axis, labelling as many in-between ticks as fit: every
+    one when the view spans under a decade, 2/3/5 under 2 decades, 2/5 under 3, only the powers of ten beyond."""
+    lo, hi = axis.get_view_interval()
+    decades = np.log10(hi / lo) if lo > 0 and hi > lo else 1.0
+    subs = (2, 3, 4, 5, 6, 7, 8, 9) if decades < 1 else (2, 3, 5) if decades < 2 else (2, 5) if decades < 3 else ()
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(plain)
+    axis.set_minor_locator(LogLocator(base=10, subs=(2, 3, 4, 5, 6, 7, 8, 9)))
+
+    def minor(v: float, _: Any) -> str:
+        if v <= 0:
+            return ""
+        mantissa = v / 10 ** np.floor(np.log10(v))  # 0.2 -> 2.0
+        return f"{v:g}" if abs(mantissa - round(mantissa)) < 1e-6 and round(mantissa) in subs else ""
+
+    axis.set_minor_formatter(FuncFormatter(minor) if subs else NullFormatter())
 
 
 def plot_aspect(path: Path, series: list[dict[str, Any]], metric: str, title: str) -> Path:

@@ -1,8 +1,10 @@
-"""build_report: runs in, one report dir out (report.html, report.md, the PNGs, report_manifest.json).
+"""build_report: runs in, one report dir out (report.html, report.md, comparison.json, the PNGs,
+report_manifest.json).
 
-Order: check the arguments and the out dir (outdir.py) before any run is read; load, check and group the runs;
-draw the figures (figures.py); write report.md and report.html (markdown.py, html.py), each atomically; then the
-manifest. A sweep whose runs all failed still gets a report that says so (the runs table lists every run with its
+Order: check the arguments and the out dir (outdir.py) before any run is read; load, check and group the runs
+and pick the baseline group; draw the figures (figures.py); compare every group with the baseline
+(comparison.py); write comparison.json, report.md and report.html (markdown.py, html.py), each atomically; then
+the manifest. A sweep whose runs all failed still gets a report that says so (the runs table lists every run with its
 status and reason); only a metric or x axis that no completed run logged is an error (a typo, most likely).
 Not handled: two builds writing one out dir at the same time.
 """
@@ -16,9 +18,9 @@ from pathlib import Path
 from typing import Sequence
 
 from experiments.compare.grouping import Group, check_keys, default_group_keys, group_runs
-from experiments.compare.outdir import REPORT_FILES, ReportDir
+from experiments.compare.outdir import COMPARISON, REPORT_FILES, ReportDir
 from experiments.compare.runs import Run, RunsError, check_single_experiment, load_runs
-from experiments.compare.stats import config_diff, final_value, run_rows, stat_runs, summarize
+from experiments.compare.stats import budgets, config_diff, final_value, run_rows, stat_runs, summarize
 from experiments.rundir import atomic_write
 
 X_KEYS = ("tokens", "step", "flops", "time")
@@ -81,17 +83,24 @@ def _names(metric: str) -> list[str]:
 
 def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | os.PathLike | None = None,
                  by: Sequence[str] | None = None, metric: str = "val/loss", x: str = "tokens",
-                 allow_mixed: bool = False, runs: list[Run] | None = None, command: str | None = None) -> Path:
-    """Load runs, group them, write report.html / report.md / PNGs into out_dir; returns report.html's path.
+                 allow_mixed: bool = False, runs: list[Run] | None = None, command: str | None = None,
+                 baseline: str | int | None = None, smooth: float = 0.0) -> Path:
+    """Load runs, group them, write report.html / report.md / comparison.json / PNGs into out_dir; returns
+    report.html's path. `baseline`: the group the others are compared with (label or 0-based index; default the
+    first); `smooth`: EMA weight in [0, 1) for the train-loss curves (0 = off).
 
     Example: build_report(["multirun/pos_encodings/2026-01-01_00-00-00"], None, by=["model.pos.kind"])
-    Raises RunsError on bad input (no runs, mixed experiments, unknown metric or --by key, unusable out dir)."""
+    Raises RunsError on bad input (no runs, mixed experiments, unknown metric, --by key or --baseline group, bad
+    --smooth, unusable out dir)."""
+    from experiments.compare.comparison import compare_groups, comparison_json, resolve_baseline
     from experiments.compare.figures import draw_figures
     from experiments.compare.html import render_html
     from experiments.compare.markdown import render_markdown
 
     if x not in X_KEYS:
         raise RunsError(f"--x must be one of {', '.join(X_KEYS)}, got {x!r}")
+    if not 0 <= smooth < 1:
+        raise RunsError(f"--smooth must be in [0, 1) (0 = off), got {smooth!r}")
     names = _names(metric)
     report_dir = check_out_dir(out_dir, metric) if out_dir is not None else None  # before any run is read
     runs = list(runs or []) + (load_runs(run_paths) if run_paths else [])
@@ -102,16 +111,18 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
     by = list(by) if by else default_group_keys(runs)
     check_keys(runs, by)
     _check_metric(runs, metric, x)
+    groups = group_runs(runs, by)
+    base = resolve_baseline(groups, baseline)
     if report_dir is None:
         report_dir = ReportDir(default_out_dir(runs))
         report_dir.check(names)
     out = report_dir.path
     report_dir.begin(names)
-    groups = group_runs(runs, by)
     paths = [r.path for r in runs if r.path is not None]
     root = Path(os.path.commonpath([str(p) for p in paths])) if paths else None
 
-    figures, notes = draw_figures(out, runs, groups, by, metric, x)
+    figures, notes = draw_figures(out, runs, groups, by, metric, x, smooth)
+    comparison = compare_groups(groups, by, metric, base)
     keys, cells, noise = config_diff(runs, groups)
     status_counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
     ctx = {
@@ -121,8 +132,10 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
         "status_counts": status_counts, "headline": _headline(status_counts, groups),
         "groups": summarize(groups, metric), "runs": run_rows(groups, metric, root), "root": str(root) if root else "",
         "diff_keys": keys, "diff_cells": cells, "diff_groups": [g.label for g in groups], "noise_keys": noise,
-        "figures": figures, "notes": notes, "out": out,
+        "figures": figures, "notes": notes, "out": out, "comparison": comparison, "budget": budgets(groups),
     }
+    text = comparison_json(comparison)
+    atomic_write(out / COMPARISON, lambda f: f.write(text), binary=False)
     md = render_markdown(ctx)
     atomic_write(out / "report.md", lambda f: f.write(md), binary=False)
     page = render_html(ctx, out)

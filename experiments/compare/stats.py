@@ -1,10 +1,11 @@
 """The report's numbers: metric series, interpolation onto a common grid, mean ± std bands, per-group and per-run
-tables.
+tables, EMA smoothing, which training budget the runs share.
 
 Statistics are mean ± sample std (ddof=1) over the runs `stat_runs` picks: the completed runs of a group (its
 running ones when none has completed). Diverged, interrupted and failed runs (runs.EXCLUDED_STATUSES) are never
 averaged in: they are counted (`count_label`) and listed with their reason (`run_rows`). Curves are linearly
-interpolated onto a common x grid, without extrapolating past a run's last point.
+interpolated onto a common x grid, without extrapolating past a run's last point; `ema` smooths a curve the way
+wandb's default (TWEMA) does. Group-vs-baseline tests are significance.py / comparison.py.
 Not handled here: figures (figures.py, plots.py), writing files (report.py).
 """
 
@@ -26,6 +27,11 @@ EXTRAP_RE = re.compile(r"extrap/(?P<mode>[a-z]+)/loss@(?P<k>\d+(?:\.\d+)?)x$")
 # summary.json keys to fall back on when metrics.jsonl lacks a metric: (final, best)
 SUMMARY_FALLBACK = {"val/loss": ("final_val_loss", "best_val_loss"), "val/bpb": ("final_val_bpb", "best_val_bpb"),
                     "train/loss": ("final_train_loss", None)}
+EMA_VIEWPORT = 1000  # wandb's TWEMA measures x steps in thousandths of the plotted x range
+# A run's training budget: (name, summary key, logged key, config key); the first one found is used.
+BUDGETS = (("tokens", "tokens", "tokens", "train.tokens"), ("train FLOPs", "flops", "flops", "train.flops"),
+           ("steps", "steps", "step", "train.steps"))
+BUDGET_RTOL = 0.01  # budgets within 1% of each other count as equal
 
 
 def higher_is_better(metric: str) -> bool:
@@ -71,6 +77,28 @@ def interpolate(xs: np.ndarray, ys: np.ndarray, grid: np.ndarray) -> np.ndarray:
     xs_u, ys_u = rev_unique, ys[::-1][idx]
     inside = (grid >= xs_u[0]) & (grid <= xs_u[-1])
     out[inside] = np.interp(grid[inside], xs_u, ys_u)
+    return out
+
+
+def ema(xs: np.ndarray, ys: np.ndarray, alpha: float, x_range: float | None = None) -> np.ndarray:
+    """wandb's time-weighted EMA with debiasing (its default line-plot smoothing, slider value `alpha` in [0, 1)).
+
+    w = min(√alpha, 0.999); each point decays the running sums by w^Δ, Δ = 1000 · (x_i - x_{i-1}) / x_range:
+        num_i = num_{i-1} · w^Δ + y_i,   den_i = den_{i-1} · w^Δ + 1,   smoothed_i = num_i / den_i
+    so unevenly spaced points are weighted by x distance, not by count. `x_range` is the plot's x span (default:
+    this curve's own); alpha = 0 returns ys unchanged. xs sorted, ys finite.
+    Example: xs=[0, 1, 2], ys=[1, 2, 4], alpha=0.5 ** (1 / 250) (w^Δ = 0.5 per step) -> [1, 5/3, 3]"""
+    xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    span = x_range if x_range else (float(xs[-1] - xs[0]) if len(xs) else 0.0)
+    if alpha <= 0 or span <= 0:
+        return ys.copy()
+    w = min(math.sqrt(alpha), 0.999)
+    decay = w ** (EMA_VIEWPORT * np.diff(xs, prepend=xs[0]) / span)  # (n,) decay before adding point i; 1 at i=0
+    out = np.empty(len(ys))
+    num_, den = 0.0, 0.0
+    for i, (d, y) in enumerate(zip(decay, ys)):
+        num_, den = num_ * d + y, den * d + 1.0
+        out[i] = num_ / den
     return out
 
 
@@ -139,6 +167,36 @@ def num(run: Run, key: str) -> float | None:
     """A finite number from the run's summary, else None."""
     v = run.summary.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def budget_value(run: Run, summary_key: str, logged_key: str, config_key: str) -> float | None:
+    """A run's budget: the summary's number, else the largest logged value, else the config's; None if none."""
+    v = num(run, summary_key)
+    if v is None:
+        logged = [line[logged_key] for line in run.metrics if isinstance(line.get(logged_key), (int, float))
+                  and not isinstance(line[logged_key], bool) and math.isfinite(line[logged_key])]
+        v = float(max(logged)) if logged else None
+    c = run.flat.get(config_key)
+    if v is None and isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c):
+        v = float(c)
+    return v
+
+
+def budgets(groups: list[Group]) -> dict[str, Any]:
+    """Which budgets the runs in the means share: {"n_runs", "equal": [(name, value)], "differ": [(name, lo, hi)]}.
+    A budget some run lacks is in neither list; values within BUDGET_RTOL count as equal."""
+    runs = [r for g in groups for r in stat_runs(g)]
+    equal, differ = [], []
+    for name, *keys in BUDGETS:
+        vals = [budget_value(r, *keys) for r in runs]
+        if len(runs) < 2 or any(v is None for v in vals):
+            continue
+        lo, hi = min(vals), max(vals)
+        if hi - lo <= BUDGET_RTOL * abs(hi):
+            equal.append((name, hi))
+        else:
+            differ.append((name, lo, hi))
+    return {"n_runs": len(runs), "equal": equal, "differ": differ}
 
 
 def stat_runs(group: Group) -> list[Run]:

@@ -1,8 +1,9 @@
 """The report's tables as (header, rows) and its number formatting, shared by html.py and markdown.py.
 
 A row is a list of cells `(text, sort_value)`: the text is what both formats show, the sort value is what the
-HTML tables sort on. Tables: groups, runs (every run, with its status and reason), config differences; plus one
-line per excluded run (diverged, interrupted, failed: never averaged in).
+HTML tables sort on. Tables: groups, differences vs the baseline group (from comparison.py's document), runs
+(every run, with its status and reason), config differences; plus one line per excluded run (diverged,
+interrupted, failed: never averaged in) and the sentence on which training budget the runs share.
 Not handled here: computing anything (report.py hands over a ready `ctx` dict, see build_report).
 """
 
@@ -78,6 +79,23 @@ def status_text(ctx: dict[str, Any]) -> str:
     return ", ".join(f"{n} {s}" for s, n in ctx["status_counts"].items())
 
 
+def budget_text(ctx: dict[str, Any]) -> str:
+    """Which budget was held equal (stats.budgets), one or two sentences; '' when nothing can be told.
+    Example: 'Budget held equal across the 14 runs in the means: tokens 205k, steps 200. Not equal: train FLOPs
+    (9.66G–10.9G).'"""
+    b = ctx["budget"]
+    out = []
+    if b["equal"]:
+        out.append(f"Budget held equal across the {b['n_runs']} runs in the means: "
+                   + ", ".join(f"{name} {fmt(v)}" for name, v in b["equal"]) + ".")
+    for name, lo, hi in b["differ"]:
+        if name == "tokens":
+            out.append(f"Runs differ in tokens ({fmt(lo)}–{fmt(hi)}): differences mix architecture and training length.")
+        else:
+            out.append(f"Not equal: {name} ({fmt(lo)}–{fmt(hi)}).")
+    return " ".join(out)
+
+
 # ---------------------------------------------------------------- tables
 
 
@@ -95,6 +113,57 @@ def group_table(ctx: dict[str, Any]) -> Table:
             (fmt(g["tokens"][0]), g["tokens"][0]), (fmt_stat(g["tokens_per_s"], f=fmt3), g["tokens_per_s"][0]),
             (fmt_stat(g["mfu"], f=fmt_pct), g["mfu"][0]), (fmt_stat(g["wall_time_s"], f=fmt_time), g["wall_time_s"][0]),
         ])
+    return head, rows
+
+
+def fmt_signed(v: float | None) -> str:
+    """A difference: 0.01234 -> '+0.0123', None -> '—'."""
+    return "—" if v is None or not math.isfinite(v) else f"{v:+.4f}"
+
+
+def fmt_ci(ci: list[float] | tuple[float, float] | None, f=fmt_signed) -> str:
+    """'[-0.0210, +0.0040]'; '—' without an interval."""
+    return "—" if ci is None else f"[{f(ci[0])}, {f(ci[1])}]"
+
+
+def fmt_p(p: float | None) -> str:
+    """0.00012 -> '<0.001', 0.0456 -> '0.046', None -> '—'."""
+    if p is None or not math.isfinite(p):
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.2g}" if p < 0.01 else f"{p:.3f}"
+
+
+VERDICT_COL = 7  # column of baseline_table the HTML styles
+# what baseline_table shows, in words (under its heading in both formats)
+BASELINE_NOTE = ("Δ = group mean − baseline mean, with its 95% t-interval: paired by seed when both groups ran the same "
+                 "seeds, else Welch. Better / worse when the interval excludes 0 (read through the metric's "
+                 "direction: lower is better for losses), else not distinguishable at this n. Seeds/group: how many "
+                 "seeds per group would resolve a difference of this size with 80% power. Also in comparison.json.")
+
+
+
+def baseline_table(ctx: dict[str, Any]) -> Table:
+    """One row per compared metric per group (comparison.py's document): mean and its 95% CI, the difference
+    group - baseline with its 95% CI, the test, p, the verdict and the seeds per group 80% power needs."""
+    doc = ctx["comparison"]
+    pct = f"{100 * doc['level']:g}%"
+    head = ["metric", "group", "n", f"mean [{pct} CI]", f"Δ vs baseline [{pct} CI]", "test", "p", "verdict",
+            f"seeds/group for {100 * doc['power']:g}% power", "note"]
+    plain = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
+    rows = []
+    for m in doc["metrics"]:
+        for g in m["groups"]:
+            mean = plain(g["mean"]) + (f" {fmt_ci(g['ci'], plain)}" if g["ci"] else "")
+            d = g["vs_baseline"]
+            if d is None:
+                cells = [("(baseline)", ""), ("", ""), ("", None), ("baseline", ""), ("", None), ("", "")]
+            else:
+                cells = [(f"{fmt_signed(d['diff'])} {fmt_ci(d['ci'])}", d["diff"]), (d["test"] or "—", d["test"] or ""),
+                         (fmt_p(d["p"]), d["p"]), (d["verdict"], d["verdict"]),
+                         (str(d["seeds_needed"]) if d["seeds_needed"] is not None else "—", d["seeds_needed"]),
+                         (d["note"], d["note"])]
+            rows.append([(m["name"], m["name"]), (g["label"], g["label"]), (str(g["n"]), g["n"]), (mean, g["mean"]),
+                         *cells])
     return head, rows
 
 

@@ -30,8 +30,8 @@ def test_report_modules_live_in_the_compare_package() -> None:
     assert hasattr(compare, "__path__"), "experiments.compare is a package"
     for old in OLD:
         assert importlib.util.find_spec(old) is None, f"{old} still exists beside the training app"
-    for mod in ("runs", "grouping", "stats", "figures", "plots", "tables", "markdown", "html", "outdir", "report",
-                "cli", "wandb_pull", "__main__"):
+    for mod in ("runs", "grouping", "stats", "significance", "comparison", "figures", "plots", "tables", "markdown",
+                "html", "outdir", "report", "cli", "wandb_pull", "__main__"):
         assert importlib.util.find_spec(f"experiments.compare.{mod}") is not None, mod
 
 
@@ -47,7 +47,7 @@ def test_build_report_keeps_its_signature() -> None:
     params = [(p.name, p.default) for p in inspect.signature(compare.build_report).parameters.values()]
     empty = inspect.Parameter.empty
     assert params == [("run_paths", empty), ("out_dir", None), ("by", None), ("metric", "val/loss"), ("x", "tokens"),
-                      ("allow_mixed", False), ("runs", None), ("command", None)]
+                      ("allow_mixed", False), ("runs", None), ("command", None), ("baseline", None), ("smooth", 0.0)]
 
 
 def test_python_m_runs_the_package_cli() -> None:

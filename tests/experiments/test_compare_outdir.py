@@ -60,7 +60,8 @@ def test_manifest_lists_exactly_the_files_the_build_wrote(sweep: Path, tmp_path:
     before = set(os.listdir(out))
     build_report([sweep], out)
     new = set(os.listdir(out)) - before - {MANIFEST}
-    assert new == {"report.html", "report.md", "curve_train_loss.png", "curve_val_loss.png", "final_val_loss.png"}
+    assert new == {"report.html", "report.md", "comparison.json", "curve_train_loss.png", "curve_val_loss.png",
+                   "final_val_loss.png"}
     assert _manifest(out) == new
 
 
