@@ -184,6 +184,7 @@ def rules() -> dict[str, Rule]:
                                             "eval_interval", "eval_batches", "eval_batch_size", "ckpt_interval",
                                             "extrap_max_tokens")},
         "train.tokens": POS_INT_OR_NULL,
+        "train.flops": Rule("number", lo=0, lo_open=True, nullable=True),
         "train.num_threads": POS_INT_OR_NULL,
         "train.grad_clip": Rule("number", lo=0, lo_open=True, nullable=True),
         "train.extrap": choice(EXTRAP),

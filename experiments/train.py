@@ -6,7 +6,7 @@
     from experiments.train import train; summary = train(cfg)                       # tests, notebooks
 
 `train(cfg)` validates the whole config first (experiments.config_check: one ConfigError before any data is
-read), then trains for `train.tokens` tokens (or `train.steps` steps) and leaves in its run dir `config.yaml`
+read), then trains for `train.flops` FLOPs, else `train.tokens` tokens, else `train.steps` steps, and leaves in its run dir `config.yaml`
 (resolved, with the real model shape and vocab_size), `metrics.jsonl`, `summary.json` and `checkpoints/last.pt`
 (the layout belongs to experiments/rundir.py). The steps of a run are the methods of `TrainingRun`: open the run
 dir, load data, build the model, restore a checkpoint, start tracking, loop (train_step / evaluate / checkpoint).
@@ -123,6 +123,20 @@ def resolve_num_threads(requested: int | None, info: distributed.DistInfo) -> in
 def _autocast(device: torch.device, dtype: str):
     use_bf16 = dtype == "bf16" or (dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
+
+
+def training_budget(tc: dict[str, Any], flops_per_token: float) -> dict[str, Any]:
+    """What a run's length is held equal to across a sweep, and the tokens that makes for this model:
+
+    `train.flops` (total training FLOPs, 6N + attention per token; each shape trains for flops / its own
+    FLOPs-per-token tokens, so shapes compare at equal compute) > `train.tokens` > `train.steps`.
+    Returns {"held": "flops" | "tokens" | "steps", "tokens": token budget or None (steps)}.
+    """
+    if tc.get("flops"):
+        return {"held": "flops", "tokens": float(tc["flops"]) / flops_per_token}
+    if tc.get("tokens"):
+        return {"held": "tokens", "tokens": int(tc["tokens"])}
+    return {"held": "steps", "tokens": None}
 
 
 def layer_grad_norms(blocks: nn.ModuleList) -> dict[str, float]:
@@ -332,8 +346,9 @@ class TrainingRun:
         B, T, accum = int(tc["batch_size"]), int(tc["n_ctx"]), int(tc["grad_accum"])
         self.accum = accum
         self.tokens_per_step = B * T * accum * info.world_size
-        self.total_steps = math.ceil(int(tc["tokens"]) / self.tokens_per_step) if tc.get("tokens") else int(tc["steps"])
         self.fpt = arch.flops_per_token(self.mcfg, seq_len=T)
+        self.budget = training_budget(tc, self.fpt)
+        self.total_steps = math.ceil(self.budget["tokens"] / self.tokens_per_step) if self.budget["tokens"] else int(tc["steps"])
         self.params = arch.count_params(self.mcfg)
         self.non_emb = arch.count_params(self.mcfg, non_embedding=True)
 
@@ -540,7 +555,8 @@ class TrainingRun:
             "overrides": self.overrides, "seed": self.seed, "final_val_loss": h["final_val_loss"],
             "best_val_loss": h["best_val_loss"], "final_val_bpb": h["final_val_bpb"], "best_val_bpb": h["best_val_bpb"],
             "final_train_loss": h["final_train_loss"], "params": self.params, "non_embedding_params": self.non_emb,
-            "tokens": tokens, "steps": self.step, "wall_time_s": wall,
+            "tokens": tokens, "steps": self.step, "flops": self.fpt * tokens, "budget": self.budget["held"],
+            "wall_time_s": wall,
             "tokens_per_s": tokens / wall if wall > 0 else None,
             "mfu": (self.fpt * tokens / wall / self.info.world_size / self.peak) if wall > 0 else None,
             "extrap": h["extrap"], "run_dir": str(self.run_dir), "device": str(self.device),
