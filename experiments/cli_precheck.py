@@ -11,6 +11,8 @@ arguments with Hydra's own argument parser and override grammar and refuses, wit
   composed with the command's own group choices;
 * a `hydra.run.dir` / `hydra.sweep.dir` / `train.run_dir` that exists and is not a directory, or cannot be
   written (experiments.rundir.RunDir.check_can_start);
+* a single run's bad value (`seed=abc`, `optim.lr=-1`: experiments.config_check.check_values), so Hydra does not
+  create an empty run dir for a run that cannot start;
 * a single run whose `hydra.run.dir=D` already holds a run, without `train.resume=true` / `train.overwrite=true`
   (Hydra would otherwise write D/.hydra/ over the old run's files before train() could refuse).
 
@@ -117,6 +119,23 @@ def _check_keys(keys: list[str], group_overrides: list[str]) -> None:
             node = node[part]
 
 
+def _check_values(plain_overrides: list[str]) -> None:
+    """A single run's values against experiments.config_check's table (seed=abc, optim.lr=-1, ...), so a bad value
+    is refused before Hydra creates the run dir; the same check runs again in train() (it reads no data)."""
+    from experiments.compose import compose_config
+    from experiments.config_check import check_values, to_plain
+
+    try:
+        plain = to_plain(compose_config(plain_overrides))
+    except Exception:  # noqa: BLE001 - Hydra, or validate() inside train(), reports what composing cannot
+        return
+    finally:
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+    check_values(plain)
+
+
 def _check_run_dirs(paths: dict[str, Any], *, multirun: bool, resume: bool, overwrite: bool) -> None:
     from experiments.rundir import RunDir, RunDirError
 
@@ -167,6 +186,8 @@ def precheck(argv: list[str]) -> None:
             keys.append(key)
     if keys:
         _check_keys(keys, group_overrides)
+    if not args.multirun:  # a sweep's values are checked per job (each failed job gets its own summary)
+        _check_values([o.input_line for o in overrides if o.input_line and not o.key_or_group.startswith("hydra")])
     if not (args.cfg or args.info):  # --cfg / --info print and exit: nothing is written
         _check_run_dirs(paths, multirun=bool(args.multirun), resume=_flag(overrides, "train.resume"),
                         overwrite=_flag(overrides, "train.overwrite"))
