@@ -1,24 +1,45 @@
-"""Checkpoints for exact resume: model, optimizer, counters and every random state, written atomically.
+"""Checkpoints: weights in safetensors (no pickle to read them), the training state beside them, last / best.
 
-`save_checkpoint` writes to a temp file in the same directory, fsyncs it and `os.replace`s it over
-`checkpoints/last.pt`, so a run killed at any instant (SIGKILL included) leaves either the previous checkpoint or
-the new one, never a torn file. The lr schedule is a pure function of the step (experiments.schedule), so the step
-counter is the scheduler state. The RNG states are python, numpy, torch CPU (and CUDA) and each rank's data
-generator, so a resumed run draws the same windows and dropout masks as an uninterrupted one.
-Not handled: keeping more than the last checkpoint, sharded (FSDP) state, resuming with a different world size
-exactly (the data generators are then re-seeded; train() warns).
+    <run dir>/checkpoints/
+        step_00000120/model.safetensors   the weights at step 120 (metadata: step, tokens, model_config as JSON)
+        step_00000120/state.pt            optimizer, counters, every RNG state: what an exact resume needs
+        best.safetensors                  the weights at the lowest val/loss so far (metadata adds val_loss)
+
+A step dir is written complete under a temp name and renamed into place, so a run killed at any instant (SIGKILL
+included) leaves the previous checkpoints or the new one, never a half one; `latest()` is the highest step dir.
+`train.keep_last_k` step dirs are kept (older ones are deleted after a new one lands). `best.safetensors` is one
+atomic file. Tied weights (wte = lm_head) are stored once. The lr schedule is a pure function of the step
+(experiments.schedule), so the step counter is the scheduler state. The RNG states are python, numpy, torch CPU
+(and CUDA) and each rank's data generator, so a resumed run draws the same windows and dropout masks as an
+uninterrupted one. `state.pt` holds python/numpy RNG tuples and so is a pickle: it is read only to resume your own
+run; the weights (what `experiments.load_run` and exports read) never need pickle.
+Also read: the single `checkpoints/last.pt` of runs from before this layout (model + state in one pickle).
+Not handled: sharded (FSDP) state, resuming with a different world size exactly (the data generators are then
+re-seeded; train() warns).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from experiments.rundir import atomic_write
+
+WEIGHTS = "model.safetensors"
+STATE = "state.pt"
+BEST = "best.safetensors"
+LEGACY = "last.pt"
+WEIGHTS_FORMAT = "archlab-weights/1"
+_STEP_DIR = re.compile(r"^step_(\d{8})$")
 
 
 class CheckpointError(ValueError):
@@ -41,27 +62,132 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-REQUIRED_KEYS = ("step", "tokens", "elapsed", "model", "optimizer", "rng", "world_size", "model_config")
+REQUIRED_KEYS = ("step", "tokens", "elapsed", "optimizer", "rng", "world_size", "model_config")
 
 
-def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
-    """torch.save(state) to `path` atomically (temp file + fsync + os.replace)."""
-    atomic_write(path, lambda f: torch.save(state, f), binary=True)
+def _damaged(path: Path, e: BaseException) -> CheckpointError:
+    why = " ".join(str(e).split())[:120] or type(e).__name__
+    return CheckpointError(f"{path} is not a readable checkpoint (truncated or damaged: {why})")
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The dict written by save_checkpoint (tensors on `map_location`).
+def unique_tensors(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The state dict with each shared tensor once (the first name wins: `wte.weight` over a tied `lm_head.weight`)."""
+    seen: set[tuple] = set()
+    out = {}
+    for name, t in state_dict.items():
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
+        if key not in seen:
+            seen.add(key)
+            out[name] = t.detach().contiguous()
+    return out
 
-    Raises CheckpointError (one line naming the file) for a truncated or garbage file or one that is not a dict
-    with the keys save_checkpoint writes; never deletes or rewrites it.
-    """
+
+def save_weights(path: str | os.PathLike, model: torch.nn.Module, model_config: dict[str, Any], **meta: Any) -> None:
+    """The model's weights as safetensors, atomically; metadata: format, model_config (JSON) and `meta` (as strings)."""
+    from safetensors.torch import save
+
+    tensors = {k: v.cpu() for k, v in unique_tensors(model.state_dict()).items()}
+    metadata = {"format": WEIGHTS_FORMAT, "model_config": json.dumps(model_config),
+                **{k: json.dumps(v) for k, v in meta.items()}}
+    atomic_write(path, lambda f: f.write(save(tensors, metadata=metadata)), binary=True)
+
+
+def read_weights_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """The metadata of a weights file, values decoded from JSON (`model_config` a dict, `step` an int, ...)."""
+    from safetensors import safe_open
+
     try:
-        # weights_only=False: the state holds python/numpy RNG tuples next to tensors; only load your own files
-        state = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:  # noqa: BLE001 - zip/pickle/EOF errors of every kind: a damaged file
-        why = " ".join(str(e).split())[:120] or type(e).__name__
-        raise CheckpointError(f"{path} is not a readable checkpoint (truncated or damaged: {why})") from None
-    missing = [k for k in REQUIRED_KEYS if not isinstance(state, dict) or k not in state]
-    if missing:
-        raise CheckpointError(f"{path} is not an archlab checkpoint (missing {', '.join(missing)})")
-    return state
+        with safe_open(str(path), framework="pt") as f:
+            raw = f.metadata() or {}
+    except Exception as e:  # noqa: BLE001 - a truncated header, not safetensors at all
+        raise _damaged(Path(path), e) from None
+    if raw.get("format") != WEIGHTS_FORMAT:
+        raise CheckpointError(f"{path} is not an archlab weights file (format {raw.get('format')!r})")
+    return {k: (v if k == "format" else json.loads(v)) for k, v in raw.items()}
+
+
+def load_weights(model: torch.nn.Module, path: str | os.PathLike, device: str | torch.device = "cpu") -> None:
+    """Load a weights file into `model` (built from its metadata's model_config); names must match exactly, up to
+    tied aliases stored once."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    try:
+        tensors = load_file(str(path), device=str(device))
+    except Exception as e:  # noqa: BLE001
+        raise _damaged(path, e) from None
+    expected = set(unique_tensors(model.state_dict()))
+    if set(tensors) != expected:
+        extra, missing = sorted(set(tensors) - expected), sorted(expected - set(tensors))
+        raise CheckpointError(f"{path} does not match the model (missing {missing[:3]}, unexpected {extra[:3]})")
+    model.load_state_dict(tensors, strict=False)  # the aliases of tied weights are the same tensors
+
+
+class Checkpoints:
+    """The checkpoints/ dir of one run: save and find step checkpoints, the best weights."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.dir = Path(directory)
+
+    @property
+    def best(self) -> Path:
+        return self.dir / BEST
+
+    @property
+    def legacy(self) -> Path:
+        return self.dir / LEGACY
+
+    def step_dirs(self) -> list[Path]:
+        """Complete step dirs, oldest first."""
+        if not self.dir.is_dir():
+            return []
+        found = [p for p in self.dir.iterdir() if p.is_dir() and _STEP_DIR.match(p.name)]
+        return sorted(found, key=lambda p: int(_STEP_DIR.match(p.name).group(1)))
+
+    def latest(self) -> Path | None:
+        """The newest step dir, else a legacy `last.pt`, else None."""
+        dirs = self.step_dirs()
+        if dirs:
+            return dirs[-1]
+        return self.legacy if self.legacy.exists() else None
+
+    def save(self, step: int, model: torch.nn.Module, state: dict[str, Any], model_config: dict[str, Any],
+             keep_last_k: int = 1) -> Path:
+        """Write step_<step>/ (weights + training state) under a temp name, rename it into place, prune old ones."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob(".step_*.tmp*"):  # left by a run killed while writing
+            shutil.rmtree(stale, ignore_errors=True)
+        final = self.dir / f"step_{step:08d}"
+        tmp = Path(tempfile.mkdtemp(dir=self.dir, prefix=f".{final.name}.tmp"))
+        try:
+            save_weights(tmp / WEIGHTS, model, model_config, step=step, tokens=state["tokens"])
+            atomic_write(tmp / STATE, lambda f: torch.save(state, f), binary=True)
+            if final.exists():  # the same step saved again (an interrupt right after a resume)
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        for old in self.step_dirs()[:-max(1, keep_last_k)]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def load_state(self, where: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+        """The training state of a step dir (or a legacy last.pt, whose state also holds `model`)."""
+        path = where if where.is_file() else where / STATE
+        try:
+            # weights_only=False: the state holds python/numpy RNG tuples; only your own run's file is read here
+            state = torch.load(path, map_location=map_location, weights_only=False)
+        except Exception as e:  # noqa: BLE001 - zip/pickle/EOF errors of every kind: a damaged file
+            raise _damaged(path, e) from None
+        missing = [k for k in REQUIRED_KEYS if not isinstance(state, dict) or k not in state]
+        if missing:
+            raise CheckpointError(f"{path} is not an archlab checkpoint (missing {', '.join(missing)})")
+        return state
+
+    def load_model_weights(self, model: torch.nn.Module, where: Path, state: dict[str, Any],
+                           device: str | torch.device = "cpu") -> None:
+        if where.is_file():  # legacy last.pt
+            model.load_state_dict(state["model"])
+        else:
+            load_weights(model, where / WEIGHTS, device)

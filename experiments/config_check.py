@@ -181,7 +181,7 @@ def rules() -> dict[str, Rule]:
         "schedule.min_lr_ratio": Rule("number", lo=0, hi=1),
         # train
         **{f"train.{k}": POS_INT for k in ("steps", "batch_size", "n_ctx", "grad_accum", "log_interval",
-                                            "eval_interval", "eval_batches", "eval_batch_size", "ckpt_interval",
+                                            "eval_interval", "eval_batches", "eval_batch_size", "ckpt_interval", "keep_last_k",
                                             "extrap_max_tokens")},
         "train.tokens": POS_INT_OR_NULL,
         "train.flops": Rule("number", lo=0, lo_open=True, nullable=True),

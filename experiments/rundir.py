@@ -3,7 +3,8 @@
     <run dir>/config.yaml      the fully resolved config (YAML)
     <run dir>/metrics.jsonl    one JSON object per line, appended as the run goes (a torn last line is skipped)
     <run dir>/summary.json     status + final numbers, replaced atomically (readers see old or new, never half)
-    <run dir>/checkpoints/     last.pt (exact resume)
+    <run dir>/tokenizer.json   a copy of the run's tokenizer (the run is usable without the cache it came from)
+    <run dir>/checkpoints/     step_<N>/{model.safetensors,state.pt}, best.safetensors (experiments/checkpoint.py)
     <run dir>/wandb/           offline wandb files, when wandb logged the run (+ wandb_run_id.txt, for resume)
     <run dir>/.hydra/          Hydra's own record of the composed config (Hydra writes it, not archlab)
 
@@ -38,9 +39,9 @@ CKPT_DIR = "checkpoints"
 WANDB_DIR = "wandb"
 WANDB_ID = "wandb_run_id.txt"
 HYDRA_DIR = ".hydra"
-LAST_CKPT = "last.pt"
+TOKENIZER = "tokenizer.json"
 # Everything a run writes into its dir (files and dirs); `overwrite` removes exactly these.
-RUN_OUTPUTS = (CONFIG, METRICS, SUMMARY, CKPT_DIR, WANDB_DIR, WANDB_ID)
+RUN_OUTPUTS = (CONFIG, METRICS, SUMMARY, TOKENIZER, CKPT_DIR, WANDB_DIR, WANDB_ID)
 # A dir holding one of these is a run dir (compare, the sweep callback).
 RUN_MARKERS = (SUMMARY, METRICS)
 
@@ -127,8 +128,8 @@ class RunDir:
         return self.path / CKPT_DIR
 
     @property
-    def last_checkpoint(self) -> Path:
-        return self.checkpoint_dir / LAST_CKPT
+    def tokenizer_path(self) -> Path:
+        return self.path / TOKENIZER
 
     @property
     def wandb_id_path(self) -> Path:

@@ -46,7 +46,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from experiments import distributed, resolvers  # noqa: F401  (resolvers registers ${archlab_dirname:...})
-from experiments.checkpoint import CheckpointError, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from experiments.checkpoint import CheckpointError, Checkpoints, rng_state, save_weights, set_rng_state
 from experiments.config_check import model_config, to_plain, validate
 from experiments.errors import ConfigError
 from experiments.interrupt import EXIT_CODE, RunInterrupted, StopRequest
@@ -366,13 +366,16 @@ class TrainingRun:
         """Continue from checkpoints/last.pt: weights, optimizer, counters, every random state (bit-exact on CPU)."""
         from experiments.data import rank_seed
 
-        path = self.rd.last_checkpoint
-        if not path.exists():
+        ckpts = Checkpoints(self.rd.checkpoint_dir)
+        path = ckpts.latest()
+        if path is None:
             if self.is_main:
-                log.warning("train.resume=true but %s does not exist; starting from scratch", path)
+                log.warning("train.resume=true but %s holds no checkpoint; starting from scratch", ckpts.dir)
             return
         try:
-            ckpt = load_checkpoint(path, map_location=self.device)
+            ckpt = ckpts.load_state(path, map_location=self.device)
+            if ckpt["model_config"] == self.mcfg.to_dict():
+                ckpts.load_model_weights(self.model, path, ckpt, self.device)
         except CheckpointError as e:
             raise ConfigError(f"cannot resume: {e}; delete it to restart this run from step 0 (train.resume=true), "
                               f"or replace the whole run with train.overwrite=true") from None
@@ -380,7 +383,6 @@ class TrainingRun:
             diff = sorted(k for k, v in self.mcfg.to_dict().items() if ckpt["model_config"].get(k) != v)
             raise ConfigError(f"train.resume=true but {path} holds a different model (differs in {diff}); "
                               f"resume with the run's original overrides or start a new run dir")
-        self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.step, self.tokens, self.elapsed = int(ckpt["step"]), int(ckpt["tokens"]), float(ckpt["elapsed"])
         if ckpt["world_size"] == self.info.world_size:
@@ -403,6 +405,7 @@ class TrainingRun:
         self.run_name, self.overrides = run_identity(self.run_dir)
         if self.is_main:
             self.rd.write_config(self.c)
+            self.tok.save(self.rd.tokenizer_path)
             lg = self.c["logger"]
             self.tracker = Tracker(self.run_dir, self.c, logger=lg["kind"], project=lg.get("project", "archlab"),
                                    group=lg.get("group"), name=self.run_name, tags=list(lg.get("tags") or []),
@@ -524,16 +527,20 @@ class TrainingRun:
                                                 batch_size=int(tc["eval_batch_size"])))
         row["time"] = time.perf_counter() - self.t_start
         self.tracker.log(row, step=self.step)
+        best = self.hist["best_val_loss"]
+        if math.isfinite(row["val/loss"]) and (best is None or row["val/loss"] < best):
+            save_weights(Checkpoints(self.rd.checkpoint_dir).best, self.model, self.mcfg.to_dict(), step=self.step,
+                         tokens=self.tokens, val_loss=row["val/loss"])
         _record_eval(self.hist, row)
 
     def checkpoint(self) -> None:
         states = distributed.gather_objects({**rng_state(), "data": self.generator.get_state()})
         if self.is_main:
-            save_checkpoint(self.rd.last_checkpoint, {
-                "version": 1, "step": self.step, "tokens": self.tokens, "elapsed": time.perf_counter() - self.t_start,
-                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "rng": states,
-                "world_size": self.info.world_size, "model_config": self.mcfg.to_dict(), "config": self.c,
-            })
+            Checkpoints(self.rd.checkpoint_dir).save(self.step, self.model, {
+                "version": 2, "step": self.step, "tokens": self.tokens, "elapsed": time.perf_counter() - self.t_start,
+                "optimizer": self.optimizer.state_dict(), "rng": states, "world_size": self.info.world_size,
+                "model_config": self.mcfg.to_dict(), "config": self.c,
+            }, self.mcfg.to_dict(), keep_last_k=int(self.tc.get("keep_last_k") or 1))
         distributed.barrier()
 
     def _stop_requested(self) -> bool:

@@ -23,8 +23,9 @@ from experiments.train import train
 from .conftest import PYTHON, REPO, TINY
 
 # What a TINY run writes, spelled out here independently of experiments/rundir.py.
-RUN_WRITES = {"config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt"}
-RUN_FILES = ["config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/old.pt",
+RUN_WRITES = {"config.yaml", "metrics.jsonl", "summary.json", "tokenizer.json", "checkpoints/step_00000003/model.safetensors",
+              "checkpoints/step_00000003/state.pt", "checkpoints/best.safetensors"}
+RUN_FILES = ["config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/old.pt", "tokenizer.json",
              "wandb/offline-run-1/run.wandb"]
 OTHER_FILES = ["notes.txt", "data/corpus.txt", ".hydra/config.yaml", "checkpoints.txt", "summary.json.bak"]
 
@@ -135,7 +136,7 @@ def test_signal_in_process_finishes_the_step_saves_and_restores_handlers(make_cf
     assert summary["status"] == "interrupted" and summary["steps"] == 2 == e.value.summary["steps"]
     import torch
 
-    assert torch.load(run / "checkpoints" / "last.pt", weights_only=False)["step"] == 2
+    assert torch.load(run / "checkpoints" / "step_00000002" / "state.pt", weights_only=False)["step"] == 2
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
 
 
@@ -175,7 +176,7 @@ def test_signal_then_resume_matches_uninterrupted_run(make_cfg, cli_env, cache_d
     summary = summary_of(run_dir)
     assert summary["status"] == "interrupted" and 5 <= summary["steps"] < STEPS
     assert f"interrupted at step {summary['steps']};" in lines[0]
-    assert (run_dir / "checkpoints" / "last.pt").exists()
+    assert (run_dir / "checkpoints" / f"step_{summary['steps']:08d}" / "model.safetensors").exists()
 
     resume = shlex.split(lines[0].split("resume with: ", 1)[1])
     assert resume[:3] == ["python", "-m", "experiments.train"] and "train.resume=true" in resume
@@ -231,16 +232,18 @@ def _garbage(p: Path) -> None:
     p.write_bytes(os.urandom(4096))
 
 
+@pytest.mark.parametrize("file", ["state.pt", "model.safetensors"])
 @pytest.mark.parametrize("damage", [_truncate, _garbage])
-def test_resume_from_a_broken_checkpoint_is_one_line_and_deletes_nothing(make_cfg, tmp_path, damage):
+def test_resume_from_a_broken_checkpoint_is_one_line_and_deletes_nothing(make_cfg, tmp_path, damage, file):
     run = tmp_path / "run"
     train(make_cfg())
-    damage(run / "checkpoints" / "last.pt")
+    broken = run / "checkpoints" / "step_00000003" / file
+    damage(broken)
     before = snapshot(run)
     with pytest.raises(ConfigError) as e:
         train(make_cfg("train.resume=true"))
     msg = str(e.value)
-    assert "\n" not in msg and str(run / "checkpoints" / "last.pt") in msg
+    assert "\n" not in msg and str(broken) in msg
     assert "delete it" in msg and "train.overwrite=true" in msg
     assert snapshot(run) == before
 
@@ -248,12 +251,12 @@ def test_resume_from_a_broken_checkpoint_is_one_line_and_deletes_nothing(make_cf
 def test_cli_resume_from_a_broken_checkpoint_exits_2(make_cfg, cli_env, cache_dir, tmp_path):
     run = tmp_path / "run"
     train(make_cfg(run_dir=run))
-    _truncate(run / "checkpoints" / "last.pt")
+    _truncate(run / "checkpoints" / "step_00000003" / "state.pt")
     before = snapshot(run)
     proc = _cli([*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run}", "train.resume=true"], cli_env)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("config error:") and "last.pt" in lines[0], proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("config error:") and "state.pt" in lines[0], proc.stderr[-2000:]
     assert snapshot(run) == before
 
 

@@ -42,9 +42,9 @@ def test_sigkill_then_resume_matches_uninterrupted_run(make_cfg, cli_env, cache_
     run_dir = tmp_path / "killed"
     cmd = [PYTHON, "-m", "experiments.train", *RUN, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ckpt = run_dir / "checkpoints" / "last.pt"
+    ckpts = run_dir / "checkpoints"
     deadline = time.monotonic() + 300
-    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not any(ckpts.glob("step_*/state.pt")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
