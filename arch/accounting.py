@@ -17,6 +17,11 @@ Conventions (the choices that papers disagree on):
   takes part in a matmul (the unembedding projection does, tied or not; embedding look-ups and position
   tables do not), and `T` is the sequence length (`n_ctx` by default). The attention term counts `QKᵀ` and
   `A·V` over all `T` keys; causal masking's skipped half is *not* subtracted (PaLM, nanoGPT `estimate_mfu`).
+  With a sliding window (`cfg.window = w`) each query is counted against `min(T, w)` keys instead of `T` (the
+  same convention: the band's own masked triangle is not subtracted), i.e. what a banded kernel would compute;
+  the kernels here compute the full masked (T, T) scores, so measured FLOPs exceed this when w < T.
+  Grouped-query attention (`n_kv_heads`) shrinks N (a smaller c_attn) but not the attention term: every one of
+  the H query heads still scores all its keys.
   For a tied learned-position GPT-2 this `N` equals nanoGPT's `get_num_params()`.
 * Not counted: buffers (sinusoidal tables, RoPE frequencies, ALiBi slopes, causal masks), softmax / norm /
   activation FLOPs, and the optimizer.
@@ -31,7 +36,9 @@ from typing import Any
 
 from arch.config import ModelConfig
 
-_NORMS_PER_BLOCK = {"pre": 2, "post": 2, "sandwich": 4}  # sandwich adds a norm after attn and after mlp
+# norms per block by (block kind, placement): sandwich adds output norms; a parallel block has one sublayer
+_NORMS_PER_BLOCK = {("sequential", "pre"): 2, ("sequential", "post"): 2, ("sequential", "sandwich"): 4,
+                    ("parallel", "pre"): 1, ("parallel", "post"): 1, ("parallel", "sandwich"): 2}
 _FINAL_NORM = {"pre": 1, "post": 0, "sandwich": 1}  # post-LN blocks end in a norm already, so no ln_f
 _MLP_IN_MATRICES = {"gelu": 1, "relu": 1, "swiglu": 2}  # swiglu: a gate and an up projection
 
@@ -55,6 +62,7 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     """
     d, L, V = cfg.d_model, cfg.n_layers, cfg.vocab_size
     hd = cfg.n_heads * _d_head(cfg)  # attention width H·D (= d_model unless d_head is set)
+    kvd = (cfg.n_kv_heads or cfg.n_heads) * _d_head(cfg)  # key (and value) width Hkv·D
     f = _d_mlp(cfg)
     b = 1 if cfg.bias else 0
 
@@ -66,14 +74,17 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     else:
         position = 0
 
-    # c_attn: d -> 3·H·D (fused q, k, v); c_proj: H·D -> d
-    attention = d * 3 * hd + b * 3 * hd + hd * d + b * d
+    # c_attn: d -> H·D + 2·Hkv·D (fused q, k, v); c_proj: H·D -> d
+    qkv = hd + 2 * kvd
+    attention = d * qkv + b * qkv + hd * d + b * d
     # in: d -> f (x2 for swiglu's gate and up); out (c_proj): f -> d
     n_in = _MLP_IN_MATRICES[cfg.activation]
     mlp = n_in * (d * f + b * f) + f * d + b * d
     # LayerNorm has weight (+ bias when cfg.bias); RMSNorm has a weight only
     per_norm = d * (2 if (cfg.norm_type == "layernorm" and cfg.bias) else 1)
-    n_norms = L * _NORMS_PER_BLOCK[cfg.norm] + _FINAL_NORM[cfg.norm]
+    n_norms = L * _NORMS_PER_BLOCK[cfg.block, cfg.norm] + _FINAL_NORM[cfg.norm]
+    # qk_norm: q_norm and k_norm per layer, each a (d_head,) weight shared by the heads; never a shift
+    qk_norms = 0 if cfg.qk_norm is None else L * 2 * _d_head(cfg)
 
     return {
         "token_embedding": V * d,
@@ -81,7 +92,7 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
         "lm_head": 0 if cfg.tie_embeddings else V * d,
         "attention": L * attention,
         "mlp": L * mlp,
-        "norms": n_norms * per_norm,
+        "norms": n_norms * per_norm + qk_norms,
     }
 
 
@@ -115,14 +126,16 @@ def matmul_params(cfg: ModelConfig) -> int:
 def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, training: bool = True) -> float:
     """FLOPs per token: training `6·N + 12·L·H·D·T` (forward + backward), or forward-only `2·N + 4·L·H·D·T`.
 
-    N = `matmul_params(cfg)`, T = `seq_len` (default `cfg.n_ctx`); see the module docstring for the why.
+    N = `matmul_params(cfg)`, T = `seq_len` (default `cfg.n_ctx`), or min(T, cfg.window) keys per query with a
+    sliding window; see the module docstring for the why.
     Multiply by tokens/s and divide by peak FLOP/s for model FLOPs utilisation (MFU).
 
     Example: flops_per_token(PRESETS["gpt2-small"]) == 6 * 123_653_376 + 12 * 12 * 12 * 64 * 1024 ≈ 8.55e8.
     """
     T = cfg.n_ctx if seq_len is None else seq_len
     n = matmul_params(cfg)
-    attn = cfg.n_layers * cfg.n_heads * _d_head(cfg) * T  # L·H·D·T
+    keys = T if cfg.window is None else min(T, cfg.window)  # keys counted per query
+    attn = cfg.n_layers * cfg.n_heads * _d_head(cfg) * keys  # L·H·D·T
     if training:
         return float(6 * n + 12 * attn)
     return float(2 * n + 4 * attn)

@@ -1,14 +1,22 @@
 """Causal multi-head self-attention with an optional additive bias, and the ATTENTION kernel registry.
 
 Dims: B batch, T query positions (new tokens), Tk key positions (= cache length + T), C d_model,
-H n_heads, D d_head. One fused c_attn Linear makes q, k, v; c_proj maps the H*D heads back to C.
+H n_heads (query heads), Hkv n_kv_heads (key/value heads, divides H), G = H // Hkv, D d_head. One fused c_attn
+Linear makes q | k | v (H·D | Hkv·D | Hkv·D columns; Hkv = H is GPT-2's layout); c_proj maps H·D back to C.
 
-A kernel takes q (B, H, T, D), k, v (B, H, Tk, D), `bias` and returns z (B, H, T, D):
+A kernel takes q (B, H, T, D), k, v (B, Hkv, Tk, D), `bias` and returns z (B, H, T, D); query head h reads
+key/value head h // G (grouped-query attention, Ainslie et al. 2023, https://arxiv.org/abs/2305.13245; Hkv = 1 is
+multi-query, Shazeer 2019, https://arxiv.org/abs/1911.02150). No kernel copies k / v per query head.
   * bias None   -> plain causal attention; the model only passes None when T == Tk (or T == 1);
   * bias Tensor -> (H or 1, T, Tk) additive float bias with the causal -inf mask already folded in
-                   (position bias and/or the mask of a cached chunk); the kernel adds it and masks nothing.
+                   (position bias, the mask of a cached chunk and/or the sliding-window band); the kernel adds
+                   it and masks nothing.
 Kernels: `explicit` (matmul + softmax; can return the pattern), `sdpa` (F.scaled_dot_product_attention,
-is_causal=True when there is no bias), `manual` (autograd.Function with a hand-derived backward).
+is_causal=True when there is no bias, enable_gqa for Hkv < H), `manual` (autograd.Function with a hand-derived
+backward). QK-norm (cfg.qk_norm) normalises each head's q and k over D before the rope rotation and before k
+enters the cache, so cached keys are normed and rotated: per head, one (D,) weight shared by the heads, as in
+Gemma 3 / Qwen 3 / ViT-22B (https://arxiv.org/abs/2302.05442). OLMo 2 (https://arxiv.org/abs/2501.00656) norms
+q and k over all heads jointly (H·D) instead; that variant is not handled.
 """
 
 from __future__ import annotations
@@ -23,7 +31,11 @@ from torch import Tensor, nn
 
 from arch.config import ModelConfig
 from arch.kv_cache import KVCache
-from arch.manual_attention import manual_attention
+from arch.manual_attention import manual_attention, mix_values, qk_scores
+from arch.norms import build_norm
+
+# F.scaled_dot_product_attention takes enable_gqa from torch 2.5; before that k / v are repeated per query head
+_SDPA_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 
 
 @dataclass
@@ -40,14 +52,15 @@ class Step:
 def explicit_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float,
                        return_pattern: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """softmax(q k^T * scale + bias) v; with return_pattern also the (B, H, T, Tk) pattern before dropout."""
-    s = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, T, Tk)
+    G = q.shape[1] // k.shape[1]  # query heads per key/value head (1: multi-head)
+    s = qk_scores(q, k, G) * scale  # (B, H, T, Tk)
     if bias is not None:
         s = s + bias
     elif q.shape[-2] > 1:
         t, tk = s.shape[-2:]
         s = s.masked_fill(torch.ones(t, tk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
     a = torch.softmax(s, dim=-1)  # (B, H, T, Tk)
-    z = torch.matmul(F.dropout(a, dropout_p) if dropout_p > 0.0 else a, v)  # (B, H, T, D)
+    z = mix_values(F.dropout(a, dropout_p) if dropout_p > 0.0 else a, v, G)  # (B, H, T, D)
     return (z, a) if return_pattern else z
 
 
@@ -55,22 +68,36 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout
     """torch's fused kernel; is_causal cannot be combined with attn_mask, hence the folded mask in `bias`."""
     if bias is not None:
         bias = bias.to(q.dtype)
+    kw = {}
+    if k.shape[1] != q.shape[1]:  # grouped-query
+        if _SDPA_GQA:
+            kw["enable_gqa"] = True
+        else:
+            G = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)  # (B, H, Tk, D)
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=bias, dropout_p=dropout_p, is_causal=bias is None and q.shape[-2] > 1, scale=scale
+        q, k, v, attn_mask=bias, dropout_p=dropout_p, is_causal=bias is None and q.shape[-2] > 1, scale=scale, **kw
     )
 
 
 class CausalSelfAttention(nn.Module):
-    """c_attn -> split heads -> rotate (rope) -> append to cache -> kernel -> merge heads -> c_proj -> dropout."""
+    """c_attn -> split heads -> qk-norm -> rotate (rope) -> append to cache -> kernel -> merge heads -> c_proj
+    -> dropout. q_norm / k_norm are nn.Identity unless cfg.qk_norm is set."""
 
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
         if cfg.attention not in ATTENTION:
             raise ValueError(f"unknown attention {cfg.attention!r}; choose from {sorted(ATTENTION)}")
         self.layer_idx = layer_idx
-        self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
-        self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.n_heads * cfg.d_head, bias=cfg.bias)
-        self.c_proj = nn.Linear(cfg.n_heads * cfg.d_head, cfg.d_model, bias=cfg.bias)
+        H, D = cfg.n_heads, cfg.d_head
+        Hkv = cfg.n_kv_heads or H
+        self.n_heads, self.n_kv_heads, self.d_head = H, Hkv, D
+        self.qkv_sizes = (H * D, Hkv * D, Hkv * D)  # c_attn's output columns: q | k | v
+        self.c_attn = nn.Linear(cfg.d_model, sum(self.qkv_sizes), bias=cfg.bias)
+        self.c_proj = nn.Linear(H * D, cfg.d_model, bias=cfg.bias)
+        # per-head norm over D with one weight (D,) shared by all heads (Gemma 3 / Qwen 3 / ViT-22B); no shift
+        self.q_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
+        self.k_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
         self.dropout_p = cfg.dropout  # on the attention probabilities
         self.resid_dropout = nn.Dropout(cfg.dropout)
         self.kernel = ATTENTION[cfg.attention]
@@ -78,12 +105,15 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, step: Step) -> Tensor:  # (B, T, C) -> (B, T, C)
         B, T, _ = x.shape
-        H, D = self.n_heads, self.d_head
-        qkv = self.c_attn(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D)
-        q, k, v = qkv.unbind(0)  # (B, H, T, D) each
+        H, Hkv, D = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.c_attn(x).split(self.qkv_sizes, dim=-1)  # (B, T, H*D), (B, T, Hkv*D) x 2
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+        v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+        q, k = self.q_norm(q), self.k_norm(k)
         q, k = step.rotate(q, k, step.start)
         if step.kv_cache is not None:
-            k, v = step.kv_cache.update(self.layer_idx, k, v)  # (B, H, Tk, D)
+            k, v = step.kv_cache.update(self.layer_idx, k, v)  # (B, Hkv, Tk, D)
         p = self.dropout_p if self.training else 0.0
         if step.capture is not None:  # capture mode: always explicit, so the pattern exists
             z, pattern = explicit_attention(q, k, v, step.bias, p, self.scale, return_pattern=True)

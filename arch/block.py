@@ -1,8 +1,12 @@
-"""Transformer blocks, one class per norm placement (pre / post / sandwich), and the BLOCKS registry.
+"""Transformer blocks, one class per (block kind, norm placement), and the BLOCK_KINDS registry.
 
-Each class says with `final_norm` whether the model needs a final norm `ln_f` after the last block.
-Dropout lives inside the sublayers (on their outputs). Not handled: parallel attention+MLP (GPT-J),
-DeepNorm residual scaling, cross-attention.
+`BLOCK_KINDS[cfg.block][cfg.norm]` is the class: `sequential` (attn, then mlp on the updated stream: BLOCKS) or
+`parallel` (GPT-J / PaLM: attn and mlp read the same input and both outputs join the stream at once:
+PARALLEL_BLOCKS). A parallel block is one sublayer F(h) = attn(h) + mlp(h), and the norm placement applies to F
+as it would to any sublayer: pre x + F(ln_1(x)) (one shared norm, GPT-J / PaLM), post ln_1(x + F(x)), sandwich
+x + ln_1_out(F(ln_1(x))). Each class says with `final_norm` whether the model needs a final norm `ln_f` after
+the last block. Dropout lives inside the sublayers (on their outputs). Not handled: DeepNorm residual scaling,
+cross-attention, PaLM's fused attn+mlp input projection (the math is the same, the kernels are not).
 """
 
 from __future__ import annotations
@@ -81,8 +85,90 @@ class SandwichNormBlock(Block):
         return x
 
 
-BLOCKS: dict[str, type[Block]] = {
+class ParallelBlock(nn.Module):
+    """Holds the parts every parallel placement has: ln_1, attn, mlp (no ln_2: one norm feeds both)."""
+
+    final_norm: bool
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.ln_1 = build_norm(cfg)
+        self.attn = CausalSelfAttention(cfg, layer_idx)
+        self.mlp = build_mlp(cfg)
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        raise NotImplementedError
+
+
+class ParallelPreNormBlock(ParallelBlock):
+    """Parallel attention + MLP with one shared pre-norm (GPT-J; PaLM section 2, "Parallel Layers").
+
+        x ──┬───────────────────────────(+)──> out
+            └─ ln_1 ─┬─ attn ──(+)──────┘
+                     └─ mlp ────┘
+    https://github.com/kingoflolz/mesh-transformer-jax (Wang & Komatsuzaki 2021), https://arxiv.org/abs/2204.02311"""
+
+    final_norm = True
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        h = self.ln_1(x)
+        return x + self.attn(h, step) + self.mlp(h)
+
+
+class ParallelPostNormBlock(ParallelBlock):
+    """Parallel attention + MLP with post-LN: one norm after the single residual add; no final norm.
+
+        x ──┬─────────(+)─ ln_1 ──> out
+            ├─ attn ───┤
+            └─ mlp ────┘"""
+
+    final_norm = False
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        return self.ln_1(x + self.attn(x, step) + self.mlp(x))
+
+
+class ParallelSandwichNormBlock(ParallelBlock):
+    """Parallel attention + MLP with sandwich-LN: one norm on the summed branch output before the add.
+
+        x ──┬─────────────────────────────────(+)──> out
+            └─ ln_1 ─┬─ attn ──(+)─ ln_1_out ──┘
+                     └─ mlp ────┘"""
+
+    final_norm = True
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__(cfg, layer_idx)
+        self.ln_1_out = build_norm(cfg)
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        h = self.ln_1(x)
+        return x + self.ln_1_out(self.attn(h, step) + self.mlp(h))
+
+
+BLOCKS: dict[str, type[Block]] = {  # sequential blocks, by norm placement
     "pre": PreNormBlock,
     "post": PostNormBlock,
     "sandwich": SandwichNormBlock,
 }
+
+PARALLEL_BLOCKS: dict[str, type[ParallelBlock]] = {  # parallel blocks, by norm placement
+    "pre": ParallelPreNormBlock,
+    "post": ParallelPostNormBlock,
+    "sandwich": ParallelSandwichNormBlock,
+}
+
+BLOCK_KINDS: dict[str, dict[str, type[nn.Module]]] = {
+    "sequential": BLOCKS,
+    "parallel": PARALLEL_BLOCKS,
+}
+
+
+def block_class(cfg: ModelConfig) -> type[nn.Module]:
+    """BLOCK_KINDS[cfg.block][cfg.norm], e.g. ParallelPreNormBlock for block=parallel, norm=pre."""
+    if cfg.block not in BLOCK_KINDS:
+        raise ValueError(f"unknown block {cfg.block!r}; choose from {sorted(BLOCK_KINDS)}")
+    kinds = BLOCK_KINDS[cfg.block]
+    if cfg.norm not in kinds:
+        raise ValueError(f"unknown norm {cfg.norm!r}; choose from {sorted(kinds)}")
+    return kinds[cfg.norm]

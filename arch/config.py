@@ -1,7 +1,8 @@
 """ModelConfig and PosConfig: the plain, serialisable description of a model (no torch import here).
 
 Every string choice is a registry key: the torch modules hold dicts keyed by exactly the names below
-(`POSITIONAL`, `NORMS`, `BLOCKS`, `MLPS`, `ATTENTION`, `INITS`), and a test checks they agree.
+(`POSITIONAL`, `NORMS`, `BLOCKS`, `BLOCK_KINDS`, `MLPS`, `ATTENTION`, `INITS`, `ROPE_SCALING`), and a test checks
+they agree. `qk_norm` and `pos.rope_scaling` also take None (off).
 `d_head` / `d_mlp` left as None are derived in `__post_init__`, so a built config always holds concrete sizes.
 Not handled here: seeding, devices, dtypes (configs are pure data; seed in the training loop).
 """
@@ -18,12 +19,22 @@ NORM_PLACEMENTS = ("pre", "post", "sandwich")
 NORM_TYPES = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
 ATTENTION_IMPLS = ("explicit", "sdpa", "manual")
-INIT_SCHEMES = ("gpt2",)
+INIT_SCHEMES = ("gpt2", "xavier")
+BLOCK_KINDS = ("sequential", "parallel")
+QK_NORMS = NORM_TYPES  # qk_norm: None (off) or one of the norm types, applied per head over d_head
+ROPE_SCALINGS = ("linear", "ntk", "yarn")  # pos.rope_scaling: None (off) or one of these
 
 
-def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> None:
+def _check_choice(what: str, value: Any, choices: tuple[str, ...], nullable: bool = False) -> None:
+    if value is None and nullable:
+        return
     if value not in choices:
-        raise ValueError(f"unknown {what} {value!r}; choose from {sorted(choices)}")
+        extra = " or None" if nullable else ""
+        raise ValueError(f"unknown {what} {value!r}; choose from {sorted(choices)}{extra}")
+
+
+def _is_pos_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _from_dict(cls: type, d: dict[str, Any]) -> Any:
@@ -49,9 +60,29 @@ class PosConfig:
     # None -> 0.02 * sqrt(2): the table's RMS then equals GPT-2's N(0, 0.02) init of learned positions, so
     # learned vs sinusoidal compare at the same initial position-signal size.
     scale: float | None = None
+    # rope only, length extrapolation (see RotaryPositional): None | linear | ntk | yarn, by the factor s below.
+    # Static: the scaled frequencies are used at every length, in training too.
+    rope_scaling: str | None = None
+    rope_scaling_factor: float = 1.0  # rope_scaling only: s, the context extension factor (>= 1)
+    original_n_ctx: int | None = None  # rope_scaling=yarn only: context the correction range is for; None -> n_ctx
 
     def __post_init__(self) -> None:
         _check_choice("pos kind", self.kind, POS_KINDS)
+        _check_choice("pos.rope_scaling", self.rope_scaling, ROPE_SCALINGS, nullable=True)
+        if self.rope_scaling is not None and self.kind != "rope":
+            raise ValueError(f"pos.rope_scaling={self.rope_scaling!r} needs pos.kind='rope', got kind={self.kind!r}")
+        if not isinstance(self.rope_scaling_factor, (int, float)) or isinstance(self.rope_scaling_factor, bool) \
+                or self.rope_scaling_factor < 1.0:
+            raise ValueError(f"pos.rope_scaling_factor must be a number >= 1, got {self.rope_scaling_factor!r}")
+        if self.rope_scaling is None and self.rope_scaling_factor != 1.0:
+            raise ValueError(f"pos.rope_scaling_factor={self.rope_scaling_factor} needs pos.rope_scaling; "
+                             f"choose from {sorted(ROPE_SCALINGS)}")
+        if self.original_n_ctx is not None and not _is_pos_int(self.original_n_ctx):
+            raise ValueError(f"pos.original_n_ctx must be a positive int or None (-> n_ctx), "
+                             f"got {self.original_n_ctx!r}")
+        if self.original_n_ctx is not None and self.rope_scaling != "yarn":
+            raise ValueError(f"pos.original_n_ctx is read by rope_scaling='yarn' only, "
+                             f"got rope_scaling={self.rope_scaling!r}")
         if self.num_buckets < 2:
             raise ValueError(f"pos.num_buckets must be >= 2, got {self.num_buckets}")
         if self.max_distance < 1:
@@ -92,16 +123,24 @@ class ModelConfig:
     n_layers: int  # number of blocks
     n_heads: int  # attention heads H
     d_head: int | None = None  # per-head width D; None -> d_model // n_heads
+    # key/value heads (grouped-query attention, Ainslie et al. 2023): None -> n_heads (multi-head); must divide
+    # n_heads; 1 = multi-query (Shazeer 2019). Query head h reads kv head h // (n_heads // n_kv_heads).
+    n_kv_heads: int | None = None
     d_mlp: int | None = None  # MLP hidden width; None -> 4 * d_model (swiglu: gate and up are each d_mlp wide)
     activation: str = "gelu"  # gelu (tanh approximation, GPT-2's "gelu_new") | relu | swiglu
     pos: PosConfig = field(default_factory=PosConfig)  # position encoding; a dict is converted
     norm: str = "pre"  # pre | post | sandwich: where the norms sit around each sublayer
+    block: str = "sequential"  # sequential | parallel: attn then mlp, or both on one input (GPT-J / PaLM)
     norm_type: str = "layernorm"  # layernorm | rmsnorm
     bias: bool = True  # biases in Linears and LayerNorms, like GPT-2; False: none anywhere
     dropout: float = 0.0  # on embeddings, attention probabilities and residual branches (GPT-2 places)
     tie_embeddings: bool = True  # output projection shares the token embedding matrix
     attention: str = "sdpa"  # explicit (einsum) | sdpa (torch fused) | manual (hand-written backward)
-    init: str = "gpt2"  # weight init scheme: gpt2 = N(0, 0.02), residual projections / sqrt(2 n_layers)
+    window: int | None = None  # sliding-window attention: query i sees keys i - window < j <= i; None: all j <= i
+    qk_norm: str | None = None  # None | layernorm | rmsnorm: per-head norm over d_head on q and k, before rope
+    # weight init: gpt2 = N(0, 0.02), residual projections / sqrt(2 n_layers); xavier = xavier_uniform Linears,
+    # embeddings N(0, 1/d_model) (Vaswani et al. 2017 as analysed by Xiong et al. 2020)
+    init: str = "gpt2"
     layer_norm_eps: float = 1e-5  # epsilon of every LayerNorm / RMSNorm
 
     def __post_init__(self) -> None:
@@ -126,10 +165,21 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if self.n_kv_heads is not None and (not _is_pos_int(self.n_kv_heads) or self.n_heads % self.n_kv_heads):
+            raise ValueError(f"n_kv_heads must be a positive divisor of n_heads={self.n_heads} (1 = multi-query) "
+                             f"or None (= n_heads), got {self.n_kv_heads!r}")
+        if self.window is not None and not _is_pos_int(self.window):
+            raise ValueError(f"window must be a positive int (keys per query) or None (full causal), "
+                             f"got {self.window!r}")
         if self.pos.kind == "rope" and self.d_head % 2 != 0:
             raise ValueError(f"rope rotates pairs of dims, so d_head must be even; got d_head={self.d_head}")
+        if self.pos.rope_scaling == "ntk" and self.d_head <= 2:
+            raise ValueError(f"rope_scaling='ntk' raises the base to s^(d_head/(d_head-2)): d_head must be > 2, "
+                             f"got {self.d_head}")
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("norm", self.norm, NORM_PLACEMENTS)
+        _check_choice("block", self.block, BLOCK_KINDS)
+        _check_choice("qk_norm", self.qk_norm, QK_NORMS, nullable=True)
         _check_choice("norm_type", self.norm_type, NORM_TYPES)
         _check_choice("attention", self.attention, ATTENTION_IMPLS)
         _check_choice("init", self.init, INIT_SCHEMES)

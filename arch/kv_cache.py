@@ -3,8 +3,10 @@
 `model(ids, kv_cache=cache)` treats ids (B, T_new) as positions cache.length .. cache.length + T_new - 1,
 appends each layer's k/v (after rope, so cached keys are already at their absolute positions) and advances
 `length`. `reorder(index)` selects / reorders batch rows (beam search); `crop(n)` forgets positions >= n.
-Storage is a torch.cat per step (simple and autograd-safe; O(T) copying per token). Meant for inference
-under torch.no_grad(); it does not check that you feed the same model it was created for.
+Storage is a torch.cat per step (simple and autograd-safe; O(T) copying per token). With grouped-query attention
+it holds only the n_kv_heads key/value heads, (B, Hkv, T, D). With a sliding window it still keeps every
+position (the mask hides the old ones; no rolling buffer). Meant for inference under torch.no_grad(); it does
+not check that you feed the same model it was created for.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from torch import Tensor
 
 
 class KVCache:
-    """Keys/values per layer: k[i], v[i] are (B, H, length, D) tensors (None before the first step)."""
+    """Keys/values per layer: k[i], v[i] are (B, Hkv, length, D) tensors (None before the first step)."""
 
     def __init__(self, n_layers: int, batch_size: int) -> None:
         self.batch_size = batch_size
@@ -23,7 +25,7 @@ class KVCache:
         self.v: list[Tensor | None] = [None] * n_layers
 
     def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append new k, v (B, H, T_new, D) for `layer`; return all of them (B, H, length + T_new, D)."""
+        """Append new k, v (B, Hkv, T_new, D) for `layer`; return all of them (B, Hkv, length + T_new, D)."""
         if self.k[layer] is not None:
             k = torch.cat((self.k[layer], k), dim=2)
             v = torch.cat((self.v[layer], v), dim=2)

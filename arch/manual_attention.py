@@ -9,8 +9,11 @@ Backward, given dZ:
     dS = A * (dA - rowsum(dA * A))        (softmax Jacobian-vector product)
     dQ = dS K * scale                     dK = dS^T Q * scale
     dBias = dS summed over the dims the bias was broadcast along (e.g. over the batch for (H, T, T))
-It keeps A (B, H, T, T) for backward, i.e. O(T^2) memory, like the explicit path. Not handled: fused kernels,
-numerically-stable online softmax; this exists to be read and to be checked against autograd (gradcheck).
+Grouped-query attention (K, V with Hkv = H / G heads): query head h reads key/value head h // G, computed on a
+(B, Hkv, G, T, .) view of Q, A and dZ, so no head is copied; dK and dV are then summed over the G query heads
+that share them. It keeps A (B, H, T, T) for backward, i.e. O(T^2) memory, like the explicit path. Not handled:
+fused kernels, numerically-stable online softmax; this exists to be read and to be checked against autograd
+(gradcheck).
 """
 
 from __future__ import annotations
@@ -19,12 +22,39 @@ import torch
 from torch import Tensor
 
 
+def qk_scores(q: Tensor, k: Tensor, G: int) -> Tensor:
+    """q (B, H, Tq, D) @ k (B, H // G, Tk, D)^T -> (B, H, Tq, Tk); query head h against key head h // G."""
+    if G == 1:
+        return torch.matmul(q, k.transpose(-2, -1))
+    B, H, Tq, D = q.shape
+    s = torch.matmul(q.view(B, H // G, G, Tq, D), k.unsqueeze(2).transpose(-2, -1))  # (B, Hkv, G, Tq, Tk)
+    return s.view(B, H, Tq, -1)
+
+
+def mix_values(a: Tensor, v: Tensor, G: int) -> Tensor:
+    """a (B, H, Tq, Tk) @ v (B, H // G, Tk, D) -> (B, H, Tq, D); head h mixes value head h // G."""
+    if G == 1:
+        return torch.matmul(a, v)
+    B, H, Tq, Tk = a.shape
+    return torch.matmul(a.view(B, H // G, G, Tq, Tk), v.unsqueeze(2)).view(B, H, Tq, -1)  # (B, H, Tq, D)
+
+
+def _kv_grad(x: Tensor, y: Tensor, G: int) -> Tensor:
+    """x (B, H, Tq, Tk)^T @ y (B, H, Tq, D), summed over each group of G heads -> (B, H // G, Tk, D)."""
+    g = torch.matmul(x.transpose(-2, -1), y)  # (B, H, Tk, D)
+    if G == 1:
+        return g
+    B, H, Tk, D = g.shape
+    return g.view(B, H // G, G, Tk, D).sum(dim=2)
+
+
 class ManualAttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, causal: bool, scale: float,
                 dropout_mask: Tensor | None) -> Tensor:
-        # q (B, H, Tq, D); k, v (B, H, Tk, D); bias broadcastable to (B, H, Tq, Tk)
-        s = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, Tq, Tk)
+        # q (B, H, Tq, D); k, v (B, Hkv, Tk, D) with Hkv dividing H; bias broadcastable to (B, H, Tq, Tk)
+        G = q.shape[1] // k.shape[1]  # query heads per key/value head
+        s = qk_scores(q, k, G) * scale  # (B, H, Tq, Tk)
         if bias is not None:
             s = s + bias
         if causal:
@@ -32,23 +62,24 @@ class ManualAttentionFunction(torch.autograd.Function):
             s = s.masked_fill(torch.ones(tq, tk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
         a = torch.softmax(s, dim=-1)  # (B, H, Tq, Tk)
         a_drop = a if dropout_mask is None else a * dropout_mask
-        z = torch.matmul(a_drop, v)  # (B, H, Tq, D)
+        z = mix_values(a_drop, v, G)  # (B, H, Tq, D)
         ctx.save_for_backward(q, k, v, a, dropout_mask)
-        ctx.scale = scale
+        ctx.scale, ctx.G = scale, G
         ctx.bias_shape = None if bias is None else bias.shape
         return z
 
     @staticmethod
     def backward(ctx, dz: Tensor):
         q, k, v, a, dropout_mask = ctx.saved_tensors
+        G = ctx.G
         a_drop = a if dropout_mask is None else a * dropout_mask
-        dv = torch.matmul(a_drop.transpose(-2, -1), dz)  # (B, H, Tk, D)
-        da = torch.matmul(dz, v.transpose(-2, -1))  # (B, H, Tq, Tk)
+        dv = _kv_grad(a_drop, dz, G)  # (B, Hkv, Tk, D)
+        da = qk_scores(dz, v, G)  # dZ V^T: (B, H, Tq, Tk)
         if dropout_mask is not None:
             da = da * dropout_mask
         ds = a * (da - (da * a).sum(dim=-1, keepdim=True))  # (B, H, Tq, Tk); zero where masked (a = 0)
-        dq = torch.matmul(ds, k) * ctx.scale  # (B, H, Tq, D)
-        dk = torch.matmul(ds.transpose(-2, -1), q) * ctx.scale  # (B, H, Tk, D)
+        dq = mix_values(ds, k, G) * ctx.scale  # dS K: (B, H, Tq, D)
+        dk = _kv_grad(ds, q, G) * ctx.scale  # dS^T Q summed over the group: (B, Hkv, Tk, D)
         dbias = None
         if ctx.bias_shape is not None and ctx.needs_input_grad[3]:
             dbias = ds.sum_to_size(ctx.bias_shape)  # e.g. (H, Tq, Tk): summed over the batch

@@ -19,6 +19,7 @@ class MLP(nn.Module):
 
     def __init__(self, cfg: ModelConfig, fc_mult: int = 1) -> None:
         super().__init__()
+        self.fc_sizes = (cfg.d_mlp,) * fc_mult  # c_fc's output rows: one block, or swiglu's gate | up
         self.c_fc = nn.Linear(cfg.d_model, fc_mult * cfg.d_mlp, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.d_mlp, cfg.d_model, bias=cfg.bias)
         self.dropout = nn.Dropout(cfg.dropout)

@@ -5,7 +5,10 @@
 With cfg = ModelConfig(pos=learned, norm=pre, activation=gelu, norm_type=layernorm, bias=True,
 tie_embeddings=True) this is exactly GPT-2 (see arch.convert.from_hf_gpt2). Parameter names:
 `wte`, `pos.wpe` (learned) / `pos.rel_bias` (relative), `blocks.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,
-mlp.c_fc,mlp.c_proj}` (+ `ln_1_out`, `ln_2_out` for sandwich), `ln_f` (pre / sandwich), `lm_head` (untied only).
+mlp.c_fc,mlp.c_proj}` (+ `ln_1_out`, `ln_2_out` for sandwich; no `ln_2` / `ln_2_out` in parallel blocks),
+`blocks.{i}.attn.{q_norm,k_norm}` (qk_norm only), `ln_f` (pre / sandwich), `lm_head` (untied only).
+Sliding-window attention (cfg.window) is a band folded into the causal mask, so every kernel and position
+encoding gets it through the same additive bias.
 model.loss(ids, targets) uses the chunked fused lm_head + cross-entropy of arch.fused_loss (never stores the
 logits) where arch.fused_loss.use_fused allows; model(ids) still returns the logits.
 Not handled here: padding masks (left-padded batches), encoder-decoder use, mixed-precision policy.
@@ -21,11 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from arch.attention import Step
-from arch.block import BLOCKS
+from arch.attention import CausalSelfAttention, Step
+from arch.block import block_class
 from arch.config import ModelConfig
 from arch.fused_loss import fused_linear_cross_entropy, use_fused
 from arch.kv_cache import KVCache
+from arch.mlp import MLP
 from arch.norms import build_norm
 from arch.positional import build_positional
 
@@ -42,31 +46,67 @@ def init_gpt2(model: Transformer) -> None:
                 nn.init.zeros_(module.bias)
 
 
+def _fused_blocks(model: Transformer) -> dict[nn.Linear, tuple[int, ...]]:
+    """Linears that fuse several logical matrices, with their row-block sizes: c_attn = q | k | v, and swiglu's
+    c_fc = gate | up. Xavier's fans belong to each logical matrix, not to the fused one."""
+    out: dict[nn.Linear, tuple[int, ...]] = {}
+    for module in model.modules():
+        if isinstance(module, CausalSelfAttention):
+            out[module.c_attn] = module.qkv_sizes
+        elif isinstance(module, MLP):
+            out[module.c_fc] = module.fc_sizes
+    return out
+
+
+@torch.no_grad()
+def init_xavier(model: Transformer) -> None:
+    """Xavier init as Xiong et al. 2020 analyse the original Transformer (https://arxiv.org/abs/2002.04745,
+    Vaswani et al. 2017): every Linear weight xavier_uniform, U(-a, a) with a = sqrt(6 / (fan_in + fan_out)) so
+    std = sqrt(2 / (fan_in + fan_out)), per logical matrix (q, k, v and swiglu's gate / up each get their own
+    fans); biases 0; every Embedding (wte, wpe, the relative-bias table) N(0, 1 / d_model); norms 1 (and 0).
+    No residual-projection scaling. A tied lm_head keeps wte's embedding init."""
+    fused = _fused_blocks(model)
+    std_embed = model.cfg.d_model ** -0.5
+    for module in model.modules():
+        if isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std_embed)
+        elif isinstance(module, nn.Linear):
+            if module.weight is model.wte.weight:
+                continue  # tied output projection: one matrix, initialised as the embedding
+            fan_in = module.weight.shape[1]
+            for rows in module.weight.split(fused.get(module, (module.weight.shape[0],)), dim=0):
+                a = math.sqrt(6.0 / (fan_in + rows.shape[0]))
+                rows.uniform_(-a, a)  # a view: writes into the weight
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        if cfg.norm not in BLOCKS:
-            raise ValueError(f"unknown norm {cfg.norm!r}; choose from {sorted(BLOCKS)}")
         if cfg.init not in INITS:
             raise ValueError(f"unknown init {cfg.init!r}; choose from {sorted(INITS)}")
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos = build_positional(cfg)
         self.drop = nn.Dropout(cfg.dropout)
-        block_cls = BLOCKS[cfg.norm]
+        block_cls = block_class(cfg)
         self.blocks = nn.ModuleList(block_cls(cfg, i) for i in range(cfg.n_layers))
         self.ln_f = build_norm(cfg) if block_cls.final_norm else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight  # one Parameter, listed once (as wte.weight)
         self.fused_loss = True  # loss() default: chunked fused lm_head + cross-entropy (arch.fused_loss)
-        # 0 on and below the diagonal, -inf above: folded into float biases (sdpa cannot mix is_causal + mask)
+        # 0 where key j is visible to query i (j <= i, and i - window < j with a window), -inf elsewhere: folded
+        # into float biases (sdpa cannot mix is_causal + mask)
         self.register_buffer("causal_mask", self._causal_table(cfg.n_ctx), persistent=False)
         INITS[cfg.init](self)
 
-    @staticmethod
-    def _causal_table(n: int) -> Tensor:
-        return torch.full((n, n), float("-inf")).triu(1)  # (Tq, Tk)
+    def _causal_table(self, n: int) -> Tensor:
+        mask = torch.full((n, n), float("-inf")).triu(1)  # (Tq, Tk)
+        if self.cfg.window is not None:  # sliding window: also hide keys j <= i - window
+            mask = mask + torch.full((n, n), float("-inf")).tril(-self.cfg.window)
+        return mask
 
     @property
     def max_len(self) -> int | None:
@@ -79,9 +119,10 @@ class Transformer(nn.Module):
     def _attn_bias(self, start: int, t: int) -> Tensor | None:
         """(H or 1, t, start + t) float bias with the causal mask folded in, or None for plain causal."""
         bias = self.pos.attn_bias(start, t)  # (H, t, Tk) or None
-        if bias is None and (start == 0 or t == 1):
-            return None  # square causal (kernel masks), or one query that may see every key
         end = start + t
+        banded = self.cfg.window is not None and end > self.cfg.window  # a key left some query's window
+        if bias is None and not banded and (start == 0 or t == 1):
+            return None  # square causal (kernel masks), or one query that may see every key
         if end > self.causal_mask.shape[0]:
             self.causal_mask = self._causal_table(max(end, 2 * self.causal_mask.shape[0])).to(self.causal_mask)
         mask = self.causal_mask[start:end, :end]  # (t, Tk)
@@ -148,6 +189,7 @@ class Transformer(nn.Module):
 
 INITS: dict[str, Callable[[Transformer], None]] = {
     "gpt2": init_gpt2,
+    "xavier": init_xavier,
 }
 
 

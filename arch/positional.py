@@ -7,13 +7,16 @@ An encoding acts in (at most) one of three places, so the model never asks "whic
 `start` is the absolute position of the first of the `t` new tokens (non-zero only with a KV cache), so every
 hook works on absolute positions. The causal mask is NOT part of `attn_bias`: the model folds it in.
 Everything except `learned` runs at any length: tables are cached as non-persistent buffers and regrown
-(at least doubling) when a longer sequence arrives. Not handled: bidirectional (encoder) relative buckets,
-scaled / NTK rope variants. Sinusoidal is added as `pos.scale` x table (see SinusoidalPositional).
+(at least doubling) when a longer sequence arrives. Sinusoidal is added as `pos.scale` x table (see
+SinusoidalPositional). RoPE can be scaled for length extrapolation (`pos.rope_scaling`: the ROPE_SCALING
+registry, linear / ntk / yarn, static). Not handled: bidirectional (encoder) relative buckets, dynamic NTK
+(the scale growing with the sequence), LongRoPE / Llama-3 rope scaling, partial rotary dims.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -176,29 +179,85 @@ class AlibiPositional(Positional):
         return self.slopes * self.distance[start:end, :end]  # (H, 1, 1) * (t, Tk) -> (H, t, Tk)
 
 
-def rope_tables(n_pos: int, d_head: int, base: float) -> tuple[Tensor, Tensor]:
-    """cos, sin (n_pos, d_head // 2) float64 of angle p * base^(-2i / d_head)."""
-    inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (D/2,)
+def rope_inv_freq(d_head: int, base: float) -> Tensor:
+    """(D/2,) float64 theta_i = base^(-2i / D), i = 0 .. D/2 - 1 (Su et al. 2021)."""
+    return base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+
+
+def linear_scaling(d_head: int, base: float, s: float, original_n_ctx: int) -> tuple[Tensor, float]:
+    """Position interpolation: every theta_i / s, i.e. position p is rotated as p / s.
+    https://arxiv.org/abs/2306.15595 (Chen et al. 2023); HF rope_type "linear"."""
+    return rope_inv_freq(d_head, base) / s, 1.0
+
+
+def ntk_scaling(d_head: int, base: float, s: float, original_n_ctx: int) -> tuple[Tensor, float]:
+    """NTK-aware scaling: base -> base * s^(D / (D - 2)), so the lowest frequency is interpolated by s and the
+    highest is left alone (bloc97 2023; YaRN paper section 3.1, https://arxiv.org/abs/2309.00071). Static: HF's
+    "dynamic" rope at factor 1 and sequence length s * n_ctx gives the same frequencies."""
+    return rope_inv_freq(d_head, base * s ** (d_head / (d_head - 2))), 1.0
+
+
+YARN_BETA_FAST, YARN_BETA_SLOW = 32.0, 1.0  # the YaRN paper's beta = 32, alpha = 1 (HF's defaults); not config
+
+
+def yarn_scaling(d_head: int, base: float, s: float, original_n_ctx: int) -> tuple[Tensor, float]:
+    """YaRN ("NTK-by-parts" + attention temperature), https://arxiv.org/abs/2309.00071 (Peng et al. 2023).
+
+    A dim whose wavelength fits many times into the original context L keeps theta_i (extrapolation); one that
+    fits less than once is interpolated (theta_i / s); in between a linear ramp. The ramp runs between the dims
+    making beta_fast = 32 and beta_slow = 1 rotations over L, floor / ceil-ed and clamped to [0, D - 1] exactly
+    as HF's `_compute_yarn_parameters` (and the paper's code). The second value, 0.1 ln(s) + 1 = sqrt(1 / t),
+    multiplies cos and sin, so q.k (after rotation) is scaled by 1 / t = (0.1 ln(s) + 1)^2."""
+    theta = rope_inv_freq(d_head, base)  # (D/2,)
+
+    def correction_dim(n_rotations: float) -> float:  # the dim i (fractional) making n rotations over L
+        return d_head * math.log(original_n_ctx / (n_rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(YARN_BETA_FAST)), 0)
+    high = min(math.ceil(correction_dim(YARN_BETA_SLOW)), d_head - 1)
+    if low == high:
+        high += 0.001  # as HF: avoid a division by zero
+    ramp = ((torch.arange(d_head // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)  # 0 keep, 1 / s
+    inv_freq = theta / s * ramp + theta * (1 - ramp)
+    return inv_freq, (0.1 * math.log(s) + 1.0 if s > 1 else 1.0)
+
+
+def rope_tables(n_pos: int, d_head: int, base: float, scaling: str | None = None, factor: float = 1.0,
+                original_n_ctx: int | None = None) -> tuple[Tensor, Tensor]:
+    """cos, sin (n_pos, d_head // 2) float64 of angle p * theta_i, theta_i = base^(-2i / d_head), or the
+    ROPE_SCALING[scaling] frequencies at factor s (times its cos/sin multiplier, YaRN's temperature);
+    original_n_ctx None -> n_pos."""
+    if scaling is None:
+        inv_freq, mult = rope_inv_freq(d_head, base), 1.0  # (D/2,)
+    else:
+        inv_freq, mult = ROPE_SCALING[scaling](d_head, base, factor, original_n_ctx or n_pos)
     angle = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv_freq  # (P, D/2)
-    return angle.cos(), angle.sin()
+    if mult == 1.0:
+        return angle.cos(), angle.sin()
+    return angle.cos() * mult, angle.sin() * mult
 
 
 class RotaryPositional(Positional):
     """RoPE on q and k, "rotate-half" layout (GPT-NeoX / HF Llama): dim i pairs with dim i + D/2, rotated by
     angle p * base^(-2i/D). So q.k after rotation depends only on the offset between the two positions.
-    https://arxiv.org/abs/2104.09864 (Su et al. 2021)"""
+    https://arxiv.org/abs/2104.09864 (Su et al. 2021)
+
+    pos.rope_scaling (linear | ntk | yarn, factor pos.rope_scaling_factor, yarn's original context
+    pos.original_n_ctx or n_ctx) replaces the frequencies (ROPE_SCALING) at every length, training included."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.d_head, self.base = cfg.d_head, cfg.pos.rope_base
-        cos, sin = rope_tables(cfg.n_ctx, self.d_head, self.base)
+        self.scaling = dict(scaling=cfg.pos.rope_scaling, factor=cfg.pos.rope_scaling_factor,
+                            original_n_ctx=cfg.pos.original_n_ctx or cfg.n_ctx)
+        cos, sin = rope_tables(cfg.n_ctx, self.d_head, self.base, **self.scaling)
         self.register_buffer("cos", cos.float(), persistent=False)
         self.register_buffer("sin", sin.float(), persistent=False)
 
     def rotate(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
         end = start + q.shape[-2]
         if end > self.cos.shape[0]:
-            cos, sin = rope_tables(max(end, 2 * self.cos.shape[0]), self.d_head, self.base)
+            cos, sin = rope_tables(max(end, 2 * self.cos.shape[0]), self.d_head, self.base, **self.scaling)
             self.cos, self.sin = cos.to(self.cos), sin.to(self.sin)
         cos, sin = self.cos[start:end], self.sin[start:end]  # (T, D/2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -217,6 +276,14 @@ POSITIONAL: dict[str, type[Positional]] = {
     "alibi": AlibiPositional,
     "rope": RotaryPositional,
     "none": NoPositional,
+}
+
+
+# pos.rope_scaling -> (d_head, base, s, original_n_ctx) -> (inv_freq (D/2,) float64, cos/sin multiplier)
+ROPE_SCALING: dict[str, Callable[[int, float, float, int], tuple[Tensor, float]]] = {
+    "linear": linear_scaling,
+    "ntk": ntk_scaling,
+    "yarn": yarn_scaling,
 }
 
 

@@ -1,8 +1,10 @@
-"""arch.accounting and arch.info: closed-form counts against built models, HF GPT-2 and FlopCounterMode;
-the shape solver against brute force over nearby widths and depths."""
+"""arch.accounting and arch.info: closed-form counts against built models (every registry combination, and every
+decoder knob: n_kv_heads x qk_norm x block x norm x bias), HF GPT-2 and FlopCounterMode; the sliding-window
+attention term; the shape solver against brute force over nearby widths and depths."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -49,6 +51,20 @@ def test_count_params_matches_built_model(pos, norm, norm_type, activation, bias
     )  # fmt: skip
     model = build_model(cfg)
     assert count_params(cfg) == numel(model)
+
+
+KNOB_COMBOS = list(itertools.product((None, 1, 2), (None, "layernorm", "rmsnorm"), ("sequential", "parallel"),
+                                     NORM_PLACEMENTS, (True, False)))
+
+
+@pytest.mark.parametrize("n_kv_heads,qk_norm,block,norm,bias", KNOB_COMBOS)
+def test_count_params_matches_built_model_with_decoder_knobs(n_kv_heads, qk_norm, block, norm, bias):
+    cfg = tiny(n_heads=4, n_kv_heads=n_kv_heads, qk_norm=qk_norm, block=block, norm=norm, bias=bias,
+               norm_type="rmsnorm" if bias else "layernorm", window=3, pos=PosConfig(kind="relative", num_buckets=6))
+    model = build_model(cfg)
+    assert count_params(cfg) == numel(model)
+    # non-embedding: all but wte and the relative table (an independent count over the built model)
+    assert count_params(cfg, non_embedding=True) == numel(model) - cfg.vocab_size * 16 - 6 * 4
 
 
 @pytest.mark.parametrize("pos", POS_KINDS)
@@ -136,12 +152,14 @@ def test_kaplan_approximation_is_close_for_presets(name):
 # FLOPs: our closed form against torch's FlopCounterMode (counts matmul FLOPs: 2·m·n·k each)
 
 
+@pytest.mark.parametrize("knobs", [{}, dict(n_heads=4, n_kv_heads=1, qk_norm="rmsnorm", block="parallel")],
+                         ids=["mha", "mqa-qknorm-parallel"])
 @pytest.mark.parametrize("pos", ["learned", "rope"])
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
-def test_flops_per_token_matches_flop_counter(pos, activation):
+def test_flops_per_token_matches_flop_counter(pos, activation, knobs):
     # bias=False: FlopCounterMode counts addmm as a pure matmul, so bias params would be in N but not counted;
     # norm weights are in N (PaLM counts all non-embedding params) but do no matmul: subtract them.
-    cfg = tiny(pos=PosConfig(kind=pos), activation=activation, bias=False, attention="explicit", n_ctx=16)
+    cfg = tiny(pos=PosConfig(kind=pos), activation=activation, bias=False, attention="explicit", n_ctx=16, **knobs)
     B, T = 3, 12
     model = build_model(cfg)
     ids = torch.randint(0, cfg.vocab_size, (B, T))
@@ -154,6 +172,24 @@ def test_flops_per_token_matches_flop_counter(pos, activation):
     with FlopCounterMode(display=False) as train:
         model(ids).sum().backward()
     assert train.get_total_flops() == B * T * (flops_per_token(cfg, seq_len=T) - 6 * norm_params)
+
+
+@pytest.mark.parametrize("window", [1, 5, 12, 100])
+def test_sliding_window_counts_min_of_length_and_window_keys(window):
+    cfg = tiny(window=window, n_ctx=16)
+    full = tiny(n_ctx=16)
+    L, H, D, T = 2, 2, 8, 12
+    keys = min(T, window)
+    assert flops_per_token(cfg, seq_len=T) == flops_per_token(full, seq_len=T) - 12 * L * H * D * (T - keys)
+    assert flops_per_token(cfg, seq_len=T, training=False) == 2 * matmul_params(cfg) + 4 * L * H * D * keys
+    assert count_params(cfg) == count_params(full)  # a window adds no parameters
+    # the kernels compute the masked (T, T) scores anyway: measured FLOPs are the unwindowed formula's
+    unbiased = dataclasses.replace(full, bias=False, attention="explicit")  # see the FlopCounterMode test above
+    model = build_model(dataclasses.replace(unbiased, window=window))
+    with FlopCounterMode(display=False) as fwd:
+        model(torch.randint(0, cfg.vocab_size, (1, T)))
+    norm_params = param_breakdown(unbiased)["norms"]
+    assert fwd.get_total_flops() == T * (flops_per_token(unbiased, seq_len=T, training=False) - 2 * norm_params)
 
 
 def test_flops_per_token_gpt2_small_closed_form():

@@ -1,5 +1,6 @@
 """Attention kernels: float64 gradcheck of the hand-derived backward, and explicit == sdpa == manual in forward
-and backward (outputs and every parameter gradient) for every position encoding."""
+and backward (outputs and every parameter gradient) for every position encoding; grouped-query k / v (fewer
+heads than q) against the same kernels on k / v repeated per query head."""
 
 from __future__ import annotations
 
@@ -74,6 +75,46 @@ def test_kernels_agree(with_bias):
     want = reference(q, k, v, None if bias is None else torch.where(torch.isinf(bias), 0.0, bias), True, 0.4)
     for kernel in (explicit_attention, sdpa_attention, manual_attention):
         torch.testing.assert_close(kernel(q, k, v, bias, 0.0, 0.4), want)
+
+
+def test_manual_gradcheck_grouped_query():
+    # 4 query heads over 2 (then 1) key/value heads, with a learned bias and a dropout mask
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 4, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
+    bias = bias.masked_fill(torch.ones(3, 5, dtype=torch.bool).triu(3), float("-inf")).requires_grad_()
+    mask = (torch.rand(1, 4, 3, 5, generator=g) > 0.3).double() / 0.7
+    for hkv in (2, 1):
+        k = torch.randn(1, hkv, 5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+        v = torch.randn(1, hkv, 5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+        f = lambda q, k, v, b: ManualAttentionFunction.apply(q, k, v, b, False, 0.5, mask)  # noqa: E731
+        assert torch.autograd.gradcheck(f, (q, k, v, bias))
+        assert torch.autograd.gradcheck(lambda q, k, v: ManualAttentionFunction.apply(q, k, v, None, True, 0.5, None),
+                                        (q, k[:, :, :3], v[:, :, :3]))
+
+
+@pytest.mark.parametrize("hkv", [1, 2])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_kernels_grouped_query_equal_repeated_kv(hkv, with_bias):
+    # reference: the plain reference on k, v repeated so that query head h reads kv head h // (H / Hkv)
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(2, 4, 4, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, hkv, 4, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, hkv, 4, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = None
+    if with_bias:
+        bias = torch.randn(4, 4, 4, generator=g, dtype=torch.float64).masked_fill(
+            torch.ones(4, 4, dtype=torch.bool).triu(1), float("-inf"))
+    rep = lambda t: t.repeat_interleave(4 // hkv, dim=1)  # noqa: E731
+    want = reference(q, rep(k), rep(v), None if bias is None else torch.where(torch.isinf(bias), 0.0, bias), True, 0.4)
+    dq, dk, dv = torch.autograd.grad(want.square().sum(), (q, k, v))
+    for kernel in (explicit_attention, sdpa_attention, manual_attention):
+        got = kernel(q, k, v, bias, 0.0, 0.4)
+        torch.testing.assert_close(got, want)
+        for a, b in zip(torch.autograd.grad(got.square().sum(), (q, k, v)), (dq, dk, dv)):
+            torch.testing.assert_close(a, b)
+    _, pattern = explicit_attention(q, k, v, bias, 0.0, 0.4, return_pattern=True)
+    assert pattern.shape == (2, 4, 4, 4)
 
 
 def _grads(model, ids):

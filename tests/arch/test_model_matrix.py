@@ -1,7 +1,10 @@
 """Every registry combination (pos x norm x norm_type x activation x attention = 324): shapes, finite loss,
 causality, a gradient reaching every parameter, count_params == numel. A covering subset (every pos x norm
 pair, the other axes rotating) also trains for a few steps; plus the loss contract,
-dropout, determinism and non-default switches (bias=False, untied, d_head / d_mlp overrides)."""
+dropout, determinism and non-default switches (bias=False, untied, d_head / d_mlp overrides).
+The decoder knobs (n_kv_heads, window, qk_norm, block, rope_scaling, init) go through the same checks with every
+pos x attention kernel (norm placement rotating; the full product with every placement is `slow`), and
+parallel blocks are checked against a functional reference like the sequential ones."""
 
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from arch import ModelConfig, PosConfig, build_model, count_params
-from arch.config import ACTIVATIONS, ATTENTION_IMPLS, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS
+from arch.config import ACTIVATIONS, ATTENTION_IMPLS, BLOCK_KINDS, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS
+
+from .knobs import KNOBS, ROPE_SCALED
 
 V, T, CTX = 32, 8, 8
 ALL = list(itertools.product(POS_KINDS, NORM_PLACEMENTS, NORM_TYPES, ACTIVATIONS, ATTENTION_IMPLS))
@@ -27,6 +32,12 @@ def make_cfg(pos, norm, norm_type, activation, attention, **kw) -> ModelConfig:
     base = dict(vocab_size=V, n_ctx=CTX, d_model=16, n_layers=2, n_heads=2, pos=PosConfig(kind=pos), norm=norm,
                 norm_type=norm_type, activation=activation, attention=attention)
     return ModelConfig(**{**base, **kw})
+
+
+def inert_params(cfg: ModelConfig) -> set[str]:
+    """Parameters that rightly get no gradient: with window=1 each query sees only itself, so its softmax has a
+    single entry and a score bias (the relative table) cannot change anything."""
+    return {"pos.rel_bias.weight"} if cfg.window == 1 else set()
 
 
 def check_model(cfg: ModelConfig) -> None:
@@ -45,6 +56,9 @@ def check_model(cfg: ModelConfig) -> None:
     assert torch.isfinite(loss)
     loss.backward()
     for name, p in model.named_parameters():
+        if name in inert_params(cfg):
+            assert p.grad is None or not p.grad.any(), name
+            continue
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
@@ -63,6 +77,49 @@ def test_switches(pos, kw):
     names = [n for n, _ in build_model(cfg).named_parameters()]
     assert any(n.endswith(".bias") for n in names) == cfg.bias
     assert ("lm_head.weight" in names) == (not cfg.tie_embeddings)
+
+
+def knob_cfg(knob: str, pos: str, norm: str, attention: str, **kw) -> ModelConfig:
+    """make_cfg with the knob(s) `knob` ("+"-joined names of KNOBS / ROPE_SCALED) on top."""
+    model_kw = {k: v for name in knob.split("+") for k, v in KNOBS.get(name, {}).items()}
+    pos_cfg = PosConfig(kind=pos)
+    for name in knob.split("+"):
+        if name in ROPE_SCALED:
+            pos_cfg = PosConfig(**ROPE_SCALED[name])
+    norm_type = "rmsnorm" if model_kw.get("qk_norm") == "layernorm" else "layernorm"
+    activation = "swiglu" if knob.startswith("all") else "gelu"
+    cfg = make_cfg(pos_cfg.kind, norm, norm_type, activation, attention, **{**model_kw, **kw})
+    return dataclasses.replace(cfg, pos=pos_cfg)
+
+
+# (knob, pos, attention): every knob with every pos encoding and kernel (rope scaling: rope only), the norm
+# placement rotating; the full product with every norm placement is the slow test below
+KNOB_COMBOS = [(k, p, a) for k in KNOBS for p in POS_KINDS for a in ATTENTION_IMPLS] + \
+              [(k, "rope", a) for k in [*ROPE_SCALED, "all+rope_yarn"] for a in ATTENTION_IMPLS]
+
+
+@pytest.mark.parametrize("knob, pos, attention", KNOB_COMBOS, ids=["-".join(c) for c in KNOB_COMBOS])
+def test_every_knob_with_every_pos_and_kernel(knob, pos, attention):
+    i = KNOB_COMBOS.index((knob, pos, attention))
+    check_model(knob_cfg(knob, pos, NORM_PLACEMENTS[i % 3], attention))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm", NORM_PLACEMENTS)
+@pytest.mark.parametrize("knob, pos, attention", KNOB_COMBOS, ids=["-".join(c) for c in KNOB_COMBOS])
+def test_every_knob_with_every_norm_placement(knob, pos, attention, norm):
+    check_model(knob_cfg(knob, pos, norm, attention))
+
+
+@pytest.mark.parametrize("block", BLOCK_KINDS)
+@pytest.mark.parametrize("norm", NORM_PLACEMENTS)
+def test_block_kind_and_placement_parameter_names(block, norm):
+    names = {n for n, _ in build_model(make_cfg("none", norm, "layernorm", "gelu", "sdpa", block=block)).named_parameters()}
+    has = lambda part: any(f".{part}." in n for n in names)  # noqa: E731
+    assert has("ln_1") and has("attn") and has("mlp")
+    assert has("ln_2") == (block == "sequential")  # a parallel block has one input norm
+    assert has("ln_1_out") == (norm == "sandwich") and has("ln_2_out") == (norm == "sandwich" and block == "sequential")
+    assert ("ln_f.weight" in names) == (norm != "post")
 
 
 @pytest.mark.parametrize("combo", COVER, ids=["-".join(c) for c in COVER])
@@ -143,7 +200,7 @@ def test_attention_dropout_is_applied(att):
     assert not torch.allclose(m(ids), m.eval()(ids))
 
 
-def _reference_block(block, x, norm):
+def _reference_block(block, x, norm, kind="sequential"):
     """One block re-implemented from its raw weights with plain functional ops (no module forward calls)."""
     def ln(mod, h):
         return F.layer_norm(h, (h.shape[-1],), mod.weight, mod.bias, 1e-5)
@@ -160,6 +217,14 @@ def _reference_block(block, x, norm):
         hid = F.gelu(F.linear(h, block.mlp.c_fc.weight, block.mlp.c_fc.bias), approximate="tanh")
         return F.linear(hid, block.mlp.c_proj.weight, block.mlp.c_proj.bias)
 
+    if kind == "parallel":  # attn and mlp read the same input; one norm in, (sandwich) one norm out
+        if norm == "pre":
+            h = ln(block.ln_1, x)
+            return x + attn(h) + mlp(h)
+        if norm == "post":
+            return ln(block.ln_1, x + attn(x) + mlp(x))
+        h = ln(block.ln_1, x)
+        return x + ln(block.ln_1_out, attn(h) + mlp(h))
     if norm == "pre":
         x = x + attn(ln(block.ln_1, x))
         return x + mlp(ln(block.ln_2, x))
@@ -170,17 +235,19 @@ def _reference_block(block, x, norm):
     return x + ln(block.ln_2_out, mlp(ln(block.ln_2, x)))
 
 
+@pytest.mark.parametrize("kind", BLOCK_KINDS)
 @pytest.mark.parametrize("norm", NORM_PLACEMENTS)
 @torch.no_grad()
-def test_block_topology_matches_functional_reference(norm):
+def test_block_topology_matches_functional_reference(norm, kind):
     torch.manual_seed(0)
-    model = build_model(make_cfg("none", norm, "layernorm", "gelu", "sdpa")).eval()
+    model = build_model(make_cfg("none", norm, "layernorm", "gelu", "sdpa", block=kind)).eval()
     for p in model.parameters():  # move norms off their identity init so that every norm matters
         p.add_(0.1 * torch.randn_like(p))
     ids = torch.randint(0, V, (2, T))
     logits, acts = model.run_with_cache(ids)
     for i, block in enumerate(model.blocks):
-        torch.testing.assert_close(acts[f"resid_post.{i}"], _reference_block(block, acts[f"resid_pre.{i}"], norm))
+        torch.testing.assert_close(acts[f"resid_post.{i}"],
+                                   _reference_block(block, acts[f"resid_pre.{i}"], norm, kind))
     if norm == "post":  # no final norm: the last block's output goes straight to the head
         torch.testing.assert_close(acts["final"], acts["resid_post.1"])
     else:

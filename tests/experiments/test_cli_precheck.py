@@ -83,6 +83,8 @@ def test_run_dirs_that_cannot_be_used(a_file, old_run):
         ["hydra.run.dir=${now:%H}"], ["train.resume=true", "hydra.run.dir=OLD"], ["train.overwrite=true",
         "hydra.run.dir=OLD"], ["-m", "hydra.run.dir=OLD"], ["--cfg", "job", "hydra.run.dir=OLD"], ["hydra.run.dir=NEW"],
         ["'seed=1'"], ["key with spaces"], ["--bogus-flag"],
+        ["model/pos=rope", "model.pos.rope_scaling=yarn", "model.n_kv_heads=2", "model.window=64",
+         "model/block=parallel", "model/qk_norm=rmsnorm", "model/init=xavier"],
     ],
 )
 def test_valid_or_unknown_commands_are_left_to_hydra(argv, old_run, tmp_path, capsys):

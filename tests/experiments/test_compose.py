@@ -23,8 +23,8 @@ from experiments.compose import compose_config
 
 from .conftest import CONF, PYTHON, REPO
 
-GROUPS = ["model", "model/pos", "model/norm", "model/norm_type", "model/activation", "model/attention", "data",
-          "tokenizer", "optim", "schedule", "train", "logger", "experiment"]
+GROUPS = ["model", "model/pos", "model/norm", "model/norm_type", "model/activation", "model/attention", "model/block",
+          "model/qk_norm", "model/init", "data", "tokenizer", "optim", "schedule", "train", "logger", "experiment"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 LAUNCHER_PLUGINS = {"joblib_2": "hydra_plugins.hydra_joblib_launcher", "slurm": "hydra_plugins.hydra_submitit_launcher"}
 
@@ -129,6 +129,8 @@ MODEL_GROUPS = {
     "model/norm_type": ("norm_type", "arch.norms", "NORMS"),
     "model/activation": ("activation", "arch.mlp", "MLPS"),
     "model/attention": ("attention", "arch.attention", "ATTENTION"),
+    "model/block": ("block", "arch.block", "BLOCK_KINDS"),
+    "model/init": ("init", "arch.model", "INITS"),
 }
 
 
@@ -143,10 +145,26 @@ def test_model_group_options_are_the_arch_registry(group):
         assert value == option
 
 
+def test_qk_norm_group_is_none_or_a_norm_type():
+    from arch.norms import NORMS
+
+    assert sorted(p.stem for p in (CONF / "model/qk_norm").glob("*.yaml")) == sorted([*NORMS, "none"])
+    for option in ("none", *NORMS):  # none.yaml is qk_norm: null (ModelConfig's "off")
+        c = validate(compose_config(["logger=disabled", f"model/qk_norm={option}"]))
+        assert c["model"]["qk_norm"] == (None if option == "none" else option)
+
+
+def test_decoder_knob_keys_compose():
+    c = validate(compose_config(["logger=disabled", "model/pos=rope", "model.n_kv_heads=2", "model.window=16",
+                                 "model.pos.rope_scaling=yarn", "model.pos.rope_scaling_factor=4"]))
+    m = c["model"]
+    assert (m["n_kv_heads"], m["window"], m["pos"]["rope_scaling"], m["pos"]["rope_scaling_factor"]) == (2, 16, "yarn", 4)
+
+
 def test_model_groups_are_in_the_defaults_list_and_dotted_keys_still_work():
     defaults = yaml.safe_load((CONF / "train.yaml").read_text())["defaults"]
     listed = {k for d in defaults if isinstance(d, dict) for k in d}
-    assert set(MODEL_GROUPS) <= listed
+    assert set(MODEL_GROUPS) | {"model/qk_norm"} <= listed
     c = validate(compose_config(["logger=disabled", "model.norm=post", "model.activation=swiglu"]))
     assert (c["model"]["norm"], c["model"]["activation"]) == ("post", "swiglu")
     c = validate(compose_config(["logger=disabled", "model=small", "model/norm=sandwich", "model/norm_type=rmsnorm"]))
@@ -162,7 +180,7 @@ def test_model_presets_are_model_config_defaults_plus_presets():
     assert sorted(p.stem for p in (CONF / "model").glob("*.yaml")) == sorted(PRESETS)
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)
                 if f.default is not dataclasses.MISSING}  # pos has a default_factory: its own group
-    grouped = {"norm", "norm_type", "activation", "attention", "pos"}
+    grouped = {"norm", "norm_type", "activation", "attention", "pos", "block", "qk_norm", "init"}
     for name, fields in PRESETS.items():
         assert not set(fields) & grouped, name  # a preset would silently beat model/norm=... on the command line
         c = validate(compose_config(["logger=disabled", f"model={name}", "train.n_ctx=32"]))
