@@ -212,3 +212,11 @@ def length_extrapolation(
                     if isinstance(exc, torch.OutOfMemoryError) and torch.cuda.is_available():
                         torch.cuda.empty_cache()
     return out
+
+
+if __name__ == "__main__":  # python -m experiments.evaluate RUN_DIR ...: the command lives in evaluate_run.py
+    import sys
+
+    from experiments.evaluate_run import main
+
+    sys.exit(main())

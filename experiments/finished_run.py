@@ -54,15 +54,21 @@ def weights_path(run_dir: str | os.PathLike, which: str | int = "best") -> Path:
     return latest if latest.is_file() else latest / WEIGHTS
 
 
-def load_tokenizer(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None):
-    from tokenizer import Tokenizer
-
+def tokenizer_file(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None) -> Path:
+    """The run's tokenizer file: its tokenizer.json, else (older runs) the cache path config.yaml names."""
     rd = RunDir(run_dir)
     path = rd.tokenizer_path
     if not path.exists():
         path = Path(str(((cfg or {}).get("tokenizer") or {}).get("resolved_path") or path))
     if not path.exists():
         raise RunLoadError(f"{rd.path} has no tokenizer.json and its config names none that exists ({path})")
+    return path
+
+
+def load_tokenizer(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None):
+    from tokenizer import Tokenizer
+
+    path = tokenizer_file(run_dir, cfg)
     try:
         return Tokenizer.load(path)
     except ValueError as e:

@@ -1,0 +1,145 @@
+"""`python -m experiments.evaluate RUN_DIR`: a finished run's loss, perplexity, bits per byte and length
+extrapolation on any text, as a table (or JSON).
+
+    python -m experiments.evaluate outputs/default/2026-11-25_10-00-00                  # the run's own val split
+    python -m experiments.evaluate RUN --text notes.txt 'more/*.txt'                     # any local text files
+    python -m experiments.evaluate RUN data=text 'data.paths=[story.txt]'               # a data config (conf/data/)
+    python -m experiments.evaluate RUN --which last --factors 1 2 4 --json              # JSON on stdout
+
+The model and tokenizer come from experiments.load_run (best weights unless --which). The text is encoded with
+the run's tokenizer (special-token strings count as plain text) and scored with the same fixed windows as the
+trainer's eval (experiments/evaluate.py): every full window of n_ctx tokens, then the extrapolation lengths
+k·n_ctx, `nonoverlap` and `sliding`. Byte-level BPE encodes every string losslessly, so no text is refused for
+its characters; the round trip decode(encode(text)) == text is still checked and a failure is one line (it would
+mean a broken tokenizer file). bits per byte = nats / ln 2 / (UTF-8 bytes of the text / tokens).
+Without --text or data overrides: the run's own validation split, rebuilt from its config.yaml (the corpus must
+still be where the run read it). Errors are one line, `evaluate: error: ...`, exit 2.
+Not handled: document boundaries inside --text files (files are joined with a newline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.errors import ConfigError
+from experiments.finished_run import RunLoadError, load_run
+
+
+class EvalError(ValueError):
+    """Bad input; printed as one line, exit 2."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m experiments.evaluate", description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", help="a run dir (holds config.yaml and checkpoints/)")
+    p.add_argument("overrides", nargs="*", help="data config overrides, e.g. data=text 'data.paths=[a.txt]'")
+    p.add_argument("--text", nargs="+", metavar="FILE", help="score these text files (globs allowed) instead")
+    p.add_argument("--which", default="best", help="best | last | a step number (default: best)")
+    p.add_argument("--factors", type=int, nargs="+", default=[1, 2, 4, 8], help="extrapolation lengths, x n_ctx")
+    p.add_argument("--max-tokens", type=int, default=65536, help="tokens scored at most (default: 65536)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    return p.parse_args(argv)
+
+
+def _read_texts(patterns: list[str]) -> str:
+    from experiments.data import expand_paths
+
+    try:
+        paths = expand_paths(patterns)
+    except ConfigError as e:
+        raise EvalError(str(e)) from None
+    try:
+        return "\n".join(p.read_text(encoding="utf-8") for p in paths)
+    except (OSError, UnicodeDecodeError) as e:
+        raise EvalError(f"cannot read --text: {e}") from None
+
+
+def _encode(tok, text: str) -> tuple[np.ndarray, float]:
+    """(ids, bytes per token) of `text`; refuses text that would not round-trip (one line)."""
+    ids = tok.encode(text, allowed_special=set(), disallowed_special=())
+    if not ids:
+        raise EvalError("the text is empty")
+    if tok.decode(ids) != text:
+        raise EvalError("the run's tokenizer does not encode this text losslessly (decode(encode(text)) != text)")
+    return np.asarray(ids, dtype=np.int64), len(text.encode("utf-8", errors="surrogatepass")) / len(ids)
+
+
+def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok) -> tuple[np.ndarray, float, str]:
+    """(ids, bytes per token, what was scored)."""
+    if args.text:
+        ids, bpt = _encode(tok, _read_texts(args.text))
+        return ids, bpt, " ".join(args.text)
+    from experiments.compose import compose_config
+    from experiments.config_check import to_plain
+    from experiments.finished_run import tokenizer_file
+    from experiments.tokenize_cache import prepare_data
+
+    data_cfg = dict(cfg["data"])
+    if args.overrides:
+        bad = [o for o in args.overrides if not o.split("=", 1)[0].lstrip("+").startswith("data")]
+        if bad:
+            raise EvalError(f"only data overrides are accepted here, got {bad[0]!r}")
+        data_cfg = to_plain(compose_config(args.overrides))["data"]
+        data_cfg["cache_dir"] = cfg["data"].get("cache_dir", data_cfg.get("cache_dir"))
+    try:  # the run's own tokenizer file, as `tokenizer=load` (data=tokens files must have been encoded with it)
+        prepared = prepare_data(data_cfg, {"mode": "load", "path": str(tokenizer_file(args.run_dir, cfg))},
+                                data_cfg["cache_dir"])
+    except ConfigError as e:
+        raise EvalError(str(e)) from None
+    split = prepared.data
+    return np.asarray(split.val), split.bytes_per_token, f"the validation split of data={data_cfg.get('source')}"
+
+
+def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
+    from experiments.evaluate import evaluate_model, length_extrapolation
+
+    model, tok, cfg = load_run(args.run_dir, which=args.which, device=args.device)
+    ids, bpt, what = _tokens(args, cfg, tok)
+    n_ctx = int(cfg["train"]["n_ctx"])
+    ids = ids[: max(args.max_tokens, n_ctx + 1)]
+    if len(ids) < n_ctx + 1:
+        raise EvalError(f"the text has {len(ids)} tokens; scoring needs at least n_ctx + 1 = {n_ctx + 1}")
+    metrics = evaluate_model(model, ids, n_ctx=n_ctx, batch_size=args.batch_size, max_batches=None,
+                             bytes_per_token=bpt, device=args.device, attn_entropy=False)
+    extrap = length_extrapolation(model, ids, n_ctx=n_ctx, factors=tuple(args.factors), max_tokens=len(ids),
+                                  device=args.device, batch_size=args.batch_size)
+    return {"run_dir": str(args.run_dir), "which": args.which, "scored": what, "tokens": int(len(ids)),
+            "bytes_per_token": bpt, "n_ctx": n_ctx, **metrics, **extrap}
+
+
+def format_table(r: dict[str, Any]) -> str:
+    def num(v: Any) -> str:
+        return "N/A" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.4f}"
+
+    lines = [f"run        {r['run_dir']} ({r['which']} weights)", f"scored     {r['scored']}: {r['tokens']} tokens, "
+             f"{r['bytes_per_token']:.3f} bytes/token", "",
+             f"val/loss   {num(r['val/loss'])} nats/token", f"val/ppl    {num(r['val/ppl'])}",
+             f"val/bpb    {num(r['val/bpb'])} bits/byte", "", "length     tokens   nonoverlap   sliding"]
+    factors = sorted({int(k.split("@")[1].rstrip("x")) for k in r if k.startswith("extrap/")})
+    for k in factors:
+        lines.append(f"{k:>5}x   {k * r['n_ctx']:>7}   {num(r[f'extrap/nonoverlap/loss@{k}x']):>10}   "
+                     f"{num(r[f'extrap/sliding/loss@{k}x']):>7}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not Path(args.run_dir).is_dir():
+        print(f"evaluate: error: {args.run_dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        result = evaluate_run(args)
+    except (EvalError, RunLoadError) as e:
+        print(f"evaluate: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    return 0
