@@ -18,10 +18,13 @@ Decisions:
   tokens are fed, as nanoGPT does. A KV cache cannot shift positions, so from that step on the cache is
   dropped and each step recomputes the cropped window.
 
-Not handled: padding / ragged prompts (all rows share the prompt length), repetition penalties, streaming.
+Streaming: `on_token` sees each step's new ids (greedy / sampling). Not handled: padding / ragged prompts (all
+rows share the prompt length), repetition penalties, streaming beam search.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -125,15 +128,20 @@ def generate(
     num_beams: int = 1,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
+    on_token: Callable[[Tensor], None] | None = None,
 ) -> Tensor:
     """Continue each row of `ids` (B, T) by up to `max_new_tokens` tokens; returns (B, T + n), prompt included.
 
     The model runs in eval mode (dropout off) and its training flag is restored afterwards. A 1-D prompt
-    (T,) gives a 1-D result. Pass a seeded `torch.Generator` for reproducible sampling.
+    (T,) gives a 1-D result. Pass a seeded `torch.Generator` for reproducible sampling. `on_token(next_ids)` is
+    called with each step's (B,) new ids as they are chosen (streaming; greedy and sampling only: beam search
+    knows its tokens only at the end and refuses it).
 
     >>> out = generate(model, torch.tensor([[1, 2, 3]]), max_new_tokens=5, temperature=0)  # greedy, (1, 8)
     """
     _check_args(max_new_tokens, temperature, top_k, top_p, num_beams)
+    if on_token is not None and num_beams > 1:
+        raise ValueError("on_token streams greedy or sampled tokens; beam search knows its tokens only at the end")
     squeeze = ids.dim() == 1
     if squeeze:
         ids = ids.unsqueeze(0)  # (1, T)
@@ -143,13 +151,13 @@ def generate(
         if num_beams > 1:
             out = _beam_search(model, ids, max_new_tokens, num_beams, eos_id, use_cache)
         else:
-            out = _decode(model, ids, max_new_tokens, temperature, top_k, top_p, eos_id, use_cache, generator)
+            out = _decode(model, ids, max_new_tokens, temperature, top_k, top_p, eos_id, use_cache, generator, on_token)
     finally:
         model.train(was_training)
     return out.squeeze(0) if squeeze else out
 
 
-def _decode(model, ids, max_new_tokens, temperature, top_k, top_p, eos_id, use_cache, generator) -> Tensor:
+def _decode(model, ids, max_new_tokens, temperature, top_k, top_p, eos_id, use_cache, generator, on_token=None) -> Tensor:
     B = ids.size(0)
     stepper = _Stepper(model, B, use_cache)
     finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
@@ -159,6 +167,8 @@ def _decode(model, ids, max_new_tokens, temperature, top_k, top_p, eos_id, use_c
             nxt = nxt.masked_fill(finished, eos_id)  # finished rows are padded with eos
             finished |= nxt == eos_id
         ids = torch.cat([ids, nxt[:, None]], dim=1)  # (B, T + 1)
+        if on_token is not None:
+            on_token(nxt)
         if eos_id is not None and bool(finished.all()):
             break
     return ids
