@@ -111,12 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     print_tokenizer_stats(tokenizer_stats(args.cache_dir, args.vocab_size))
     print(f"\nsweep: {len(pos)} position encodings ({', '.join(pos)}), tiny model, {jobs} at a time -> {out}/", flush=True)
 
-    from tqdm.auto import tqdm
+    from tokenizer.progress import progress_bar
 
     summaries: dict[str, dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_run_one, overrides): kind for kind, overrides in zip(pos, points)}
-        with tqdm(total=len(futures), unit="run", desc="demo sweep") as bar:
+        with progress_bar(True, total=len(futures), unit="run", desc="demo sweep", interval=0) as bar:
             for fut in as_completed(futures):
                 kind = futures[fut]
                 try:

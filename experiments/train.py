@@ -309,6 +309,10 @@ class TrainingRun:
     def load_data(self) -> None:
         """corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) -> window sampler."""
         from experiments import tokenize_cache  # via the module: tests patch prepare_data
+
+        if self.is_main:  # the first thing a job says, before a tokenizer trains or a corpus is read
+            log.info("run dir %s: preparing data (data=%s, tokenizer=%s)", self.run_dir, self.c["data"].get("source"),
+                     self.c["tokenizer"].get("mode"))
         from experiments.data import WindowSampler, rank_seed
 
         prepared = tokenize_cache.prepare_data(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"],
@@ -417,14 +421,18 @@ class TrainingRun:
 
     def loop(self) -> dict[str, Any]:
         """Train until the budget is spent, the loss diverges, or a signal asks to stop."""
-        from tqdm.auto import tqdm
+        from tokenizer.progress import progress_bar
 
         self.t_start = time.perf_counter() - self.elapsed
         status, extra = "completed", {}
         if self.tracker is not None:
             self.tracker.write_summary(self.summary("running"))
-        bar = tqdm(total=self.total_steps, initial=self.step, disable=not self.progress, desc=self.run_name[:40],
-                   unit="step", leave=False)
+        if self.is_main:
+            log.info("training %s: %d steps of %d tokens (%s budget), %s params (%s non-embedding)%s", self.run_name,
+                     self.total_steps, self.tokens_per_step, self.budget["held"], f"{self.params:,}",
+                     f"{self.non_emb:,}", f", resuming at step {self.step}" if self.resumed else "")
+        bar = progress_bar(self.progress, total=self.total_steps, initial=self.step, desc=self.run_name[:40],
+                           unit="step", leave=False)
         self.window_tokens, self.window_time = 0, 0.0
         self.model.train()
         try:
@@ -437,6 +445,8 @@ class TrainingRun:
                     status, extra = "diverged", {"diverged_at_step": diverged_at}
                     break
                 bar.update(1)
+                if self.step % int(self.tc["log_interval"]) == 0:
+                    bar.set_postfix(loss=f"{self.hist['final_train_loss']:.3f}")
                 if self.step % int(self.tc["eval_interval"]) == 0 or self.step == self.total_steps:
                     if self.is_main:
                         self.evaluate(final=self.step == self.total_steps)

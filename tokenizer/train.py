@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from tokenizer.progress import progress_bar
 from tokenizer.merge import learn_merges
 from tokenizer.pretoken_counts import (
     batch_texts,
@@ -81,7 +82,7 @@ def _count_files(paths: list[PathLike], regex_pattern: str, specials: list[str],
                  chunk_bytes: int | None, show: bool, where: str) -> dict[bytes, int]:
     total_bytes = sum(os.path.getsize(p) for p in paths)
     replaced_before = replaced_count()
-    with _bar(show, total=total_bytes, unit="B", unit_scale=True, desc="count pre-tokens") as bar:
+    with progress_bar(show, total=total_bytes, unit="B", unit_scale=True, desc="count pre-tokens") as bar:
         texts = iter_file_texts(paths, regex_pattern, specials, chunk_bytes, on_bytes=bar.update)
         counts = count_batches(([t] for t in texts), regex_pattern, specials, workers)
     replaced = replaced_count() - replaced_before
@@ -105,7 +106,7 @@ def train_bpe_from_iterator(texts: Iterable[str], vocab_size: int, special_token
     specials, regex_pattern, n_merges, workers = _check_args(vocab_size, special_tokens, pattern, workers,
                                                              min_frequency, chunk_bytes)
     show = _show_progress(progress)
-    with _bar(show, unit="doc", desc="count pre-tokens") as bar:
+    with progress_bar(show, unit="doc", desc="count pre-tokens") as bar:
         batches = batch_texts(texts, regex_pattern, specials, chunk_bytes)
         word_counts = to_byte_counts(count_batches(batches, regex_pattern, specials, workers, on_batch=bar.update))
     merges = _merges(word_counts, n_merges, min_frequency, specials, vocab_size, "the given texts", show)
@@ -144,7 +145,7 @@ def _merges(word_counts: dict[bytes, int], n_merges: int, min_frequency: int, sp
             vocab_size: int, where: str, show: bool) -> list[tuple[bytes, bytes]]:
     if not word_counts:
         raise ValueError(f"corpus is empty: no text outside special tokens in {where}")
-    with _bar(show, total=n_merges, unit="merge", desc="merge") as bar:
+    with progress_bar(show, total=n_merges, unit="merge", desc="merge") as bar:
         merges = learn_merges(_drain(word_counts), n_merges, min_frequency, on_merge=lambda _: bar.update(1))
     if len(merges) < n_merges:
         reached = 256 + len(merges) + len(specials)
@@ -170,22 +171,3 @@ def _show_progress(progress: bool | None) -> bool:
     if progress is None:
         return sys.stderr.isatty()
     return bool(progress)
-
-
-class _NoBar:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
-def _bar(show: bool, **kwargs):
-    if not show:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(**kwargs)
