@@ -27,6 +27,10 @@ class NoBar:
     def set_postfix(self, refresh: bool = True, **kwargs: Any) -> None:
         pass
 
+    def write(self, text: str) -> None:
+        """A message line between progress lines (tqdm.write's role)."""
+        print(text, file=sys.stderr, flush=True)
+
     def close(self) -> None:
         pass
 
@@ -76,6 +80,10 @@ class LineProgress(NoBar):
         self.stream.write(self.line() + "\n")
         self.stream.flush()
         self.last = self.clock()
+
+    def write(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def update(self, n: int = 1) -> None:
         self.n += n
