@@ -158,7 +158,8 @@ def rules() -> dict[str, Rule]:
 
     Registries (optimizers, schedules, loggers, arch choices) supply the valid choices, so a new registry entry
     is accepted without editing this table."""
-    from arch.config import ACTIVATIONS, ATTENTION_IMPLS, INIT_SCHEMES, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS
+    from arch.config import (ACTIVATIONS, ATTENTION_IMPLS, BLOCK_KINDS, INIT_SCHEMES, NORM_PLACEMENTS, NORM_TYPES,
+                             POS_KINDS, QK_NORMS, ROPE_SCALINGS)
     from experiments.optim import OPTIMIZERS
     from experiments.schedule import SCHEDULES
     from experiments.tracking import LOGGERS
@@ -203,6 +204,13 @@ def rules() -> dict[str, Rule]:
         "model.norm_type": choice(NORM_TYPES),
         "model.attention": choice(ATTENTION_IMPLS),
         "model.init": choice(INIT_SCHEMES),
+        "model.block": choice(BLOCK_KINDS),
+        "model.qk_norm": Rule("choice", choices=tuple(sorted(QK_NORMS)), nullable=True),
+        "model.n_kv_heads": POS_INT_OR_NULL,
+        "model.window": POS_INT_OR_NULL,
+        "model.pos.rope_scaling": Rule("choice", choices=tuple(sorted(ROPE_SCALINGS)), nullable=True),
+        "model.pos.rope_scaling_factor": Rule("number", lo=1),
+        "model.pos.original_n_ctx": POS_INT_OR_NULL,
         "model.bias": BOOL,
         "model.tie_embeddings": BOOL,
         "model.dropout": Rule("number", lo=0, hi=1, hi_open=True),

@@ -88,7 +88,8 @@ def flatten_config(d: Mapping[str, Any], sep: str = ".", prefix: str = "") -> di
 
 
 # config keys whose values are variant names (STYLE.md §3): each becomes a wandb tag, e.g. "rope", "pre"
-VARIANT_KEYS = ("model.pos.kind", "model.norm", "model.norm_type", "model.activation")
+VARIANT_KEYS = ("model.pos.kind", "model.norm", "model.norm_type", "model.activation", "model.block", "model.qk_norm",
+                "model.init")
 
 
 def variant_tags(config: Mapping[str, Any], keys: Sequence[str] = VARIANT_KEYS) -> list[str]:

@@ -107,7 +107,8 @@ def test_decoder_knob_validation(kw, message):
     (dict(kind="alibi", rope_scaling="linear"), "needs pos.kind='rope'"),
     (dict(kind="rope", rope_scaling="linear", rope_scaling_factor=0.5), "rope_scaling_factor must be a number >= 1"),
     (dict(kind="rope", rope_scaling_factor=4.0), "rope_scaling_factor=4.0 needs pos.rope_scaling"),
-    (dict(kind="rope", rope_scaling="linear", rope_scaling_factor=2.0, original_n_ctx=64), "read by rope_scaling='yarn'"),
+    (dict(kind="rope", rope_scaling="linear", rope_scaling_factor=2.0, original_n_ctx=64),
+     "read by rope_scaling='yarn'"),
     (dict(kind="rope", rope_scaling="yarn", rope_scaling_factor=2.0, original_n_ctx=0), "original_n_ctx must be"),
 ])
 def test_rope_scaling_validation(kw, message):

@@ -114,7 +114,8 @@ def test_every_knob_with_every_norm_placement(knob, pos, attention, norm):
 @pytest.mark.parametrize("block", BLOCK_KINDS)
 @pytest.mark.parametrize("norm", NORM_PLACEMENTS)
 def test_block_kind_and_placement_parameter_names(block, norm):
-    names = {n for n, _ in build_model(make_cfg("none", norm, "layernorm", "gelu", "sdpa", block=block)).named_parameters()}
+    model = build_model(make_cfg("none", norm, "layernorm", "gelu", "sdpa", block=block))
+    names = {n for n, _ in model.named_parameters()}
     has = lambda part: any(f".{part}." in n for n in names)  # noqa: E731
     assert has("ln_1") and has("attn") and has("mlp")
     assert has("ln_2") == (block == "sequential")  # a parallel block has one input norm
