@@ -1,0 +1,5 @@
+import sys
+
+from experiments.findings.cli import main
+
+sys.exit(main())

@@ -1,0 +1,303 @@
+"""`python -m experiments.findings`: run a finding's pre-registered sweep, judge it by its rule, write its doc.
+
+    python -m experiments.findings --list                     # name and claim of every finding
+    python -m experiments.findings rope_vs_learned data=text 'data.paths=[../shared/data/bench/tinystories_v1_train_head_lowercase.txt]'
+    python -m experiments.findings rope_vs_learned --smoke    # seconds; the doc goes into the sweep dir
+    python -m experiments.findings --index                    # rewrite docs/findings/README.md's table
+    python -m experiments.findings rope_vs_learned --from-sweep multirun/findings/rope_vs_learned/<time>   # doc again
+
+A run is `python -m experiments.train -m experiment=finding_<name> hydra/launcher=joblib_2 hydra.sweep.dir=<dir>
+[smoke overrides] [your overrides]` as a subprocess (its output goes to stderr; the sweep callback's default report
+is switched off: this command builds the report itself, grouped by the finding's keys against its baseline), then
+experiments.compare.build_report into <dir>/report/, the finding's own measurement (if any), its rule, and the doc
+with its figures. stdout gets only the doc's path.
+Exit status: 0 done (whatever the verdict), 2 bad arguments (one line `findings: error: ...`), 1 when the sweep
+produced no run to judge, or when some runs failed or were interrupted (the doc is still written for the others).
+Not handled: resuming a killed sweep (rerun it; train.resume per run dir works by hand), SLURM launchers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from experiments.findings.registry import DATA_DEFAULT, FINDINGS, Finding
+
+DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the repo root in practice
+REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
+FAULTS = ("failed", "interrupted", "running")
+DATA_OVERRIDE = re.compile(r"^[+~]*data(=|\.|/)")  # data=..., data.paths=..., +data.x=...
+OWN_OVERRIDE = re.compile(r"^[+~]*hydra(/launcher=|\.sweep\.dir=|\.launcher\.)")  # set by --jobs / --out-dir
+
+
+class UsageError(Exception):
+    """Bad arguments: printed as one line `findings: error: ...`, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, never the usage block
+        raise UsageError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m experiments.findings", description=__doc__.split("\n\n")[0])
+    p.add_argument("name", nargs="?", help="the finding to run (see --list)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data=text 'data.paths=[a.txt]'")
+    p.add_argument("--list", action="store_true", help="list the findings and exit")
+    p.add_argument("--index", action="store_true", help="rewrite the table of <docs-dir>/README.md from the docs present")
+    p.add_argument("--docs-dir", type=Path, default=DOCS_DIR, help=f"where the finding docs live (default {DOCS_DIR})")
+    p.add_argument("--smoke", action="store_true", help="a seconds-long version of the sweep (not a result)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="runs at a time (1: Hydra's basic launcher, in one process); default 2, with --smoke 1")
+    p.add_argument("--out-dir", type=Path, default=None,
+                   help="sweep dir (default multirun/findings/<name>/<time>[_smoke]); must be new or empty")
+    p.add_argument("--doc", type=Path, default=None,
+                   help="where to write the doc (default <docs-dir>/<name>.md; with --smoke <sweep dir>/<name>.md)")
+    p.add_argument("--from-sweep", type=Path, default=None, metavar="DIR",
+                   help="no training: rebuild the report and doc of an earlier run of this finding in DIR")
+    return p
+
+
+def list_text() -> str:
+    width = max(len(n) for n in FINDINGS)
+    return "\n".join(f"{name:<{width}}  {f.title}" for name, f in FINDINGS.items())
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def parse_overrides(overrides: Sequence[str]) -> list[Any]:
+    """Hydra's parsed overrides; UsageError for one it cannot parse."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as e:
+        raise UsageError(f"cannot parse the overrides: {str(e).splitlines()[0]}") from None
+
+
+def point_overrides(overrides: Sequence[str]) -> list[str]:
+    """The single-valued, non-hydra overrides (one sweep point's settings shared by every run)."""
+    return [text for text, o in zip(overrides, parse_overrides(overrides))
+            if not o.is_sweep_override() and not o.is_delete() and not o.key_or_group.startswith("hydra")]
+
+
+def launcher_overrides(jobs: int) -> tuple[list[str], str]:
+    if jobs == 1:
+        return ["hydra/launcher=basic"], "basic"
+    if jobs == 2:
+        return ["hydra/launcher=joblib_2"], "joblib_2"
+    return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"], f"joblib (n_jobs={jobs})"
+
+
+def train_argv(f: Finding, sweep_dir: Path, jobs: int, overrides: Sequence[str]) -> list[str]:
+    """`python -m experiments.train` arguments of the finding's sweep. Settings shared by every run (the smoke shape,
+    the data) are kept out of the run dir names, so a run dir reads `3_model.pos=alibi,seed=0`."""
+    from experiments.compose import compose_config
+
+    base = list(compose_config([f"experiment={f.experiment}"], return_hydra_config=True)
+                .hydra.job.config.override_dirname.exclude_keys)
+    shared = [o.key_or_group for o in parse_overrides(overrides)
+              if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")]
+    exclude = list(dict.fromkeys([*base, *shared]))
+    return ["-m", f"experiment={f.experiment}", *launcher_overrides(jobs)[0], f"hydra.sweep.dir={sweep_dir}",
+            "~hydra.callbacks.sweep_report",
+            "hydra.job.config.override_dirname.exclude_keys=[" + ",".join(f"'{k}'" for k in exclude) + "]",
+            *overrides]
+
+
+def check_config(f: Finding, argv: list[str], overrides: Sequence[str]) -> None:
+    """Every command-line and value mistake as one UsageError before any run starts (experiments.cli_precheck,
+    then config_check.validate of one sweep point)."""
+    from experiments.cli_precheck import precheck
+    from experiments.compose import compose_config
+    from experiments.config_check import validate
+    from experiments.errors import ConfigError
+
+    try:
+        precheck(argv)
+        validate(compose_config([f"experiment={f.experiment}", *point_overrides(overrides)]))
+    except ConfigError as e:
+        raise UsageError(f"config error: {e}") from None
+    except UsageError:
+        raise
+    except Exception as e:  # Hydra's own composition errors
+        raise UsageError(f"config error: {str(e).splitlines()[0]}") from None
+
+
+def _stderr_fd() -> int | None:
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def run_sweep(argv: list[str]) -> tuple[int, float]:
+    """Run the training command; (exit status, wall seconds). Its stdout goes to our stderr."""
+    t0 = time.perf_counter()
+    fd = _stderr_fd()
+    p = subprocess.run([sys.executable, "-m", "experiments.train", *argv], stdout=fd if fd is not None else None)
+    return p.returncode, time.perf_counter() - t0
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, overrides: Sequence[str]) -> int:
+    """Report, measurement, rule and doc for a finished sweep; returns the exit status."""
+    from experiments.compare import RunsError, build_report, check_keys, group_runs, load_runs
+    from experiments.compare.stats import budgets
+    from experiments.compare.tables import budget_text
+    from experiments.findings.doc import render_doc, shell_join, write_doc
+    from experiments.findings.evidence import Evidence, matches, records_from_groups
+
+    try:
+        runs = load_runs([str(sweep_dir)])
+    except RunsError as e:
+        print(f"findings: error: the sweep produced no runs ({e}); training exit status {meta.get('train_rc')}",
+              file=sys.stderr)
+        return 1
+    produced = [r for r in runs if r.status in ("completed", "diverged")]
+    if not produced:
+        reasons = "; ".join(dict.fromkeys(f"{r.status}: {r.reason}" for r in runs))
+        print(f"findings: error: no run completed or diverged in {sweep_dir} ({len(runs)} runs; {reasons[:300]})",
+              file=sys.stderr)
+        return 1
+    by = list(f.by)
+    try:
+        check_keys(runs, by)
+    except RunsError as e:
+        print(f"findings: error: {e}", file=sys.stderr)
+        return 1
+    groups = group_runs(runs, by)
+    base = next((g.index for g in groups if matches(dict(zip(by, g.values)), f.baseline)), None)
+    extra = None
+    if f.measure is not None:
+        print(f"findings: {f.name}: measuring at init ...", file=sys.stderr, flush=True)
+        try:
+            extra = f.measure(point_overrides(overrides), bool(meta.get("smoke")), sweep_dir / "init")
+        except Exception as e:  # the sweep's part of the verdict still stands; the doc says the measurement failed
+            extra = {"rows": [], "error": f"{type(e).__name__}: {e}"}
+            print(f"findings: warning: the measurement failed ({extra['error']})", file=sys.stderr)
+    try:
+        report = build_report(None, out_dir=sweep_dir / "report", by=by, runs=runs, baseline=base,
+                              command=shell_join(["python", "-m", "experiments.train", *meta["train_argv"]]))
+    except RunsError as e:
+        print(f"findings: error: the report was not built: {e}", file=sys.stderr)
+        return 1
+    comparison = json.loads((report.parent / "comparison.json").read_text())
+    records = records_from_groups(groups, by)
+    verdict = f.rule(Evidence(comparison, records, extra))
+    first = produced[0]
+    meta.update({"by": by, "config": {k: v for k, v in first.flat.items() if not k.startswith(("hydra", "logger"))},
+                 "budget_text": budget_text({"budget": budgets(groups)}), "device": first.summary.get("device"),
+                 "generated": time.strftime("%Y-%m-%d %H:%M"), "verdict": verdict.outcome,
+                 "key_number": verdict.key_number, "doc": str(doc_path)})
+    sources = {p.name: p for p in report.parent.glob("*.png")}
+    if extra and extra.get("figure"):
+        sources[extra["figure"]] = sweep_dir / "init" / extra["figure"]
+    write_doc(doc_path, lambda figs, fig_dir: render_doc(f, verdict, comparison, records, meta, figs, fig_dir),
+              [sources[name] for name in f.figures if name in sources])
+    (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    print(f"findings: {f.name}: {verdict.outcome} ({verdict.key_number})", file=sys.stderr)
+    print(doc_path)
+    faults = [r for r in runs if r.status in FAULTS]
+    if faults:
+        print(f"findings: error: {len(faults)} of {len(runs)} runs did not complete "
+              f"({', '.join(sorted({r.status for r in faults}))}); the doc covers the others: {doc_path}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(f: Finding, args: argparse.Namespace) -> int:
+    """The finding's sweep, then judge()."""
+    if f.requires is not None and (why := f.requires()):
+        raise UsageError(f"{f.name} {why}")
+    smoke = args.smoke
+    jobs = args.jobs if args.jobs is not None else 1 if smoke else 2
+    if jobs < 1:
+        raise UsageError(f"--jobs must be >= 1, got {jobs}")
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S") + ("_smoke" if smoke else "")
+    sweep_dir = args.out_dir or Path("multirun") / "findings" / f.name / stamp
+    if sweep_dir.exists() and (not sweep_dir.is_dir() or any(sweep_dir.iterdir())):
+        raise UsageError(f"--out-dir {sweep_dir} already exists and is not an empty directory; choose another")
+    doc_path = _doc_path(f, args, sweep_dir, smoke)
+    if own := [o for o in args.overrides if OWN_OVERRIDE.match(o)]:
+        raise UsageError(f"{own[0]}: the launcher and the sweep dir are set by --jobs and --out-dir")
+    user = list(args.overrides)
+    if not smoke and not any(DATA_OVERRIDE.match(o) for o in user):
+        user = [*DATA_DEFAULT, *user]  # the pre-registered data; the doc's command then names it
+    overrides = [*(f.smoke_overrides() if smoke else []), *user]
+    argv = train_argv(f, sweep_dir, jobs, overrides)
+    check_config(f, argv, overrides)
+    cli_args = [*(["--smoke"] if smoke else []), *(["--jobs", str(args.jobs)] if args.jobs is not None else []), *user]
+    print(f"findings: {f.name}: sweep -> {sweep_dir}/ ({launcher_overrides(jobs)[1]}"
+          f"{', smoke' if smoke else ''})", file=sys.stderr, flush=True)
+    rc, wall = run_sweep(argv)
+    meta = {"name": f.name, "smoke": smoke, "args": cli_args, "overrides": overrides, "train_argv": argv,
+            "train_rc": rc, "sweep_dir": str(sweep_dir), "wall_s": wall, "cpus": cpu_count(), "jobs": jobs,
+            "launcher": launcher_overrides(jobs)[1], "started": stamp}
+    if sweep_dir.is_dir():
+        (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return judge(f, sweep_dir, meta, doc_path, overrides)
+
+
+def rebuild(f: Finding, args: argparse.Namespace) -> int:
+    """--from-sweep: the report and doc of an earlier run of this finding, without training."""
+    sweep_dir = args.from_sweep
+    try:
+        meta = json.loads((sweep_dir / "finding.json").read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"--from-sweep {sweep_dir}: no readable finding.json (not a findings sweep dir)") from None
+    if meta.get("name") != f.name:
+        raise UsageError(f"--from-sweep {sweep_dir} holds finding {meta.get('name')!r}, not {f.name!r}")
+    if args.overrides or args.smoke or args.out_dir:
+        raise UsageError("--from-sweep takes no overrides, --smoke or --out-dir (they are those of the earlier run)")
+    doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
+    return judge(f, sweep_dir, meta, doc_path, meta.get("overrides", []))
+
+
+def _doc_path(f: Finding, args: argparse.Namespace, sweep_dir: Path, smoke: bool) -> Path:
+    doc = args.doc or (sweep_dir / f"{f.name}.md" if smoke else args.docs_dir / f"{f.name}.md")
+    if smoke and any(_inside(doc, d) for d in {DOCS_DIR, REPO_DOCS, args.docs_dir}):
+        raise UsageError(f"--smoke never writes into {args.docs_dir}/ (a smoke run is not a result); "
+                         f"--doc {doc} is inside it")
+    return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
+        if args.list:
+            print(list_text())
+            return 0
+        if args.index:
+            from experiments.findings.doc import write_index
+
+            print(write_index(list(FINDINGS.values()), args.docs_dir))
+            return 0
+        if not args.name:
+            raise UsageError("name a finding (see --list), or pass --list / --index")
+        if args.name not in FINDINGS:
+            raise UsageError(f"unknown finding {args.name!r}; choose from {', '.join(FINDINGS)}")
+        f = FINDINGS[args.name]
+        return rebuild(f, args) if args.from_sweep else run(f, args)
+    except UsageError as e:
+        print(f"findings: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # the training runs checkpoint themselves (train.resume=true per run dir)
+        print("findings: interrupted", file=sys.stderr)
+        return 130
