@@ -9,6 +9,7 @@ A NAME is, in this order:
 
     check_dataset("data/docs.jsonl")                 # fast, reads no rows; raises DatasetError
     for text in load_texts("data/saved", column="text", limit=100): ...
+    for src, tgt in load_rows("pairs.jsonl", columns=("src", "tgt")): ...     # several columns (seq2seq)
 
 Handled: a missing column (the message lists the columns), a column that is not text (int, list, ... ->
 refused up front from the features when the dataset has them, else at the first non-str value while
@@ -175,28 +176,46 @@ def load_texts(
     Opening the dataset and checking the column happen HERE (eagerly), so errors surface before iteration.
     `streaming` applies to data files and hub names (a saved dataset dir is memory-mapped either way).
     """
+    rows = load_rows(name, columns=(column,), split=split, limit=limit, streaming=streaming, config=config)
+    return (values[0] for values in rows)
+
+
+def load_rows(
+    name: str,
+    *,
+    columns: tuple[str, ...],
+    split: str = "train",
+    limit: int | None = None,
+    streaming: bool = True,
+    config: str | None = None,
+) -> Iterator[tuple[str, ...]]:
+    """Tuples of the str values of `columns` (e.g. a seq2seq source and target), in order; a row with a None in
+    any of them is skipped; every column must hold text (checked like load_texts)."""
     if limit is not None and limit < 0:
         raise DatasetError(f"limit must be >= 0, got {limit}")
     ds = _open(name, split, config, streaming)
-    _check_features(ds, name, column)
-    return _values(ds, name, column, limit)
+    for column in columns:
+        _check_features(ds, name, column)
+    return _values(ds, name, columns, limit)
 
 
-def _values(ds, name: str, column: str, limit: int | None) -> Iterator[str]:
+def _values(ds, name: str, columns: tuple[str, ...], limit: int | None) -> Iterator[tuple[str, ...]]:
     if limit == 0:
         return
     try:
         for i, row in enumerate(ds):
             if limit is not None and i >= limit:
                 return
-            if column not in row:
-                raise DatasetError(f"dataset {name!r} has no column {column!r}; columns: {list(row)}")
-            value = row[column]
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                raise _not_text(name, column, type(value).__name__)
-            yield value
+            values = []
+            for column in columns:
+                if column not in row:
+                    raise DatasetError(f"dataset {name!r} has no column {column!r}; columns: {list(row)}")
+                value = row[column]
+                if value is not None and not isinstance(value, str):
+                    raise _not_text(name, column, type(value).__name__)
+                values.append(value)
+            if None not in values:
+                yield tuple(values)
     except DatasetError:
         raise
     except (ConnectionError, TimeoutError) as e:
