@@ -25,6 +25,16 @@ Conventions (the choices that papers disagree on):
   For a tied learned-position GPT-2 this `N` equals nanoGPT's `get_num_params()`.
 * Not counted: buffers (sinusoidal tables, RoPE frequencies, ALiBi slopes, causal masks), softmax / norm /
   activation FLOPs, and the optimizer.
+* **Encoder-decoder** (`EncDecConfig`): the counts add up both stacks (each built from its ModelConfig view) and
+  the decoder's cross-attention (per layer the same matrices as a self-attention, plus its input norm, two with
+  sandwich, and its q/k norms). `token_embedding` counts the input matrices once per distinct matrix, `lm_head`
+  is 0 when tied to one of them; both stacks have their own position parameters. `flops_per_token` is per
+  TARGET token of a pair with a source of `src_len` tokens (default `seq_len`) and a target of `seq_len`:
+  forward per pair `2·S·(N_enc + N_kv) + 4·L_enc·H·D·S² + 2·T·N_dec + 4·L_dec·H·D·T·(T + S)`, divided by T,
+  where N_enc = the encoder's non-embedding params, N_kv = the cross-attention key/value projections (run once per
+  source token), N_dec = the rest of the decoder + vocab_size·d_model; the `T·S` term is cross-attention's QKᵀ
+  and A·V. At S = T this is `2·N + 4·H·D·T·(L_enc + 2·L_dec)` with N = matmul_params; training is 3x forward.
+  `kaplan_params` and `shape_for` are decoder-only.
 
 References: Kaplan et al. 2020 (arXiv:2001.08361) table 1; PaLM (arXiv:2204.02311) appendix B.
 """
@@ -34,7 +44,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from arch.config import ModelConfig
+from arch.config import EncDecConfig, ModelConfig
 
 # norms per block by (block kind, placement): sandwich adds output norms; a parallel block has one sublayer
 _NORMS_PER_BLOCK = {("sequential", "pre"): 2, ("sequential", "post"): 2, ("sequential", "sandwich"): 4,
@@ -51,15 +61,49 @@ def _d_mlp(cfg: ModelConfig) -> int:
     return cfg.d_mlp if cfg.d_mlp is not None else 4 * cfg.d_model
 
 
-def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
+def _per_norm(cfg: ModelConfig | EncDecConfig) -> int:
+    """Parameters of one d_model-wide norm: LayerNorm has weight (+ bias when cfg.bias); RMSNorm a weight only."""
+    return cfg.d_model * (2 if (cfg.norm_type == "layernorm" and cfg.bias) else 1)
+
+
+def _cross_attention_kv(cfg: EncDecConfig) -> int:
+    """Parameters of every decoder layer's cross-attention c_kv (d -> 2·Hkv·D): the part that reads the source."""
+    kvd = (cfg.n_kv_heads or cfg.n_heads) * _d_head(cfg)
+    return cfg.n_decoder_layers * (cfg.d_model + (1 if cfg.bias else 0)) * 2 * kvd
+
+
+def _encdec_breakdown(cfg: EncDecConfig) -> dict[str, int]:
+    enc, dec = param_breakdown(cfg.encoder_config()), param_breakdown(cfg.decoder_config())
+    d, V, Vs, L = cfg.d_model, cfg.vocab_size, cfg.src_vocab_size or cfg.vocab_size, cfg.n_decoder_layers
+    # cross-attention: c_q (d -> H·D), c_kv (d -> 2·Hkv·D), c_proj: the very shapes of a self-attention's c_attn
+    # and c_proj, so the decoder view's self-attention count again; plus ln_cross (and ln_cross_out) per layer
+    # and, with qk_norm, q_norm / k_norm (D each)
+    cross = dec["attention"]
+    cross_norms = L * (2 if cfg.norm == "sandwich" else 1) * _per_norm(cfg) + (0 if cfg.qk_norm is None else
+                                                                               L * 2 * _d_head(cfg))
+    shared_inputs = cfg.tie_embeddings in ("all", "inputs")  # encoder.wte is decoder.wte
+    return {
+        "token_embedding": V * d if shared_inputs else Vs * d + V * d,
+        "position": enc["position"] + dec["position"],
+        "lm_head": 0 if cfg.tie_embeddings in ("all", "decoder") else V * d,
+        "attention": enc["attention"] + dec["attention"] + cross,
+        "mlp": enc["mlp"] + dec["mlp"],
+        "norms": enc["norms"] + dec["norms"] + cross_norms,
+    }
+
+
+def param_breakdown(cfg: ModelConfig | EncDecConfig) -> dict[str, int]:
     """Parameter count per part of the model, in closed form.
 
     Keys: `token_embedding`, `position`, `lm_head` (0 when tied), `attention`, `mlp`, `norms`.
-    Their sum is `count_params(cfg)`; `attention + mlp + norms` is the non-embedding count.
+    Their sum is `count_params(cfg)`; `attention + mlp + norms` is the non-embedding count. For an EncDecConfig
+    both stacks are summed (attention includes the cross-attention; see the module docstring).
 
     Example (GPT-2 small): {'token_embedding': 38597376, 'position': 786432, 'lm_head': 0,
     'attention': 28348416, 'mlp': 56669184, 'norms': 38400}
     """
+    if isinstance(cfg, EncDecConfig):
+        return _encdec_breakdown(cfg)
     d, L, V = cfg.d_model, cfg.n_layers, cfg.vocab_size
     hd = cfg.n_heads * _d_head(cfg)  # attention width H·D (= d_model unless d_head is set)
     kvd = (cfg.n_kv_heads or cfg.n_heads) * _d_head(cfg)  # key (and value) width Hkv·D
@@ -80,8 +124,7 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     # in: d -> f (x2 for swiglu's gate and up); out (c_proj): f -> d
     n_in = _MLP_IN_MATRICES[cfg.activation]
     mlp = n_in * (d * f + b * f) + f * d + b * d
-    # LayerNorm has weight (+ bias when cfg.bias); RMSNorm has a weight only
-    per_norm = d * (2 if (cfg.norm_type == "layernorm" and cfg.bias) else 1)
+    per_norm = _per_norm(cfg)
     n_norms = L * _NORMS_PER_BLOCK[cfg.block, cfg.norm] + _FINAL_NORM[cfg.norm]
     # qk_norm: q_norm and k_norm per layer, each a (d_head,) weight shared by the heads; never a shift
     qk_norms = 0 if cfg.qk_norm is None else L * 2 * _d_head(cfg)
@@ -96,12 +139,13 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     }
 
 
-def count_params(cfg: ModelConfig, non_embedding: bool = False) -> int:
+def count_params(cfg: ModelConfig | EncDecConfig, non_embedding: bool = False) -> int:
     """Number of parameters of `build_model(cfg)`, without building it (tied weights counted once).
 
     `non_embedding=True` drops token embedding, untied lm_head and all position parameters (see module doc).
 
     Example: count_params(PRESETS["gpt2-small"]) == 124_439_808; with non_embedding=True, 85_056_000.
+    count_params(encdec_preset_config("transformer-base", vocab_size=37000, n_ctx=256)) == 63_082_496.
     """
     parts = param_breakdown(cfg)
     if non_embedding:
@@ -118,21 +162,39 @@ def kaplan_params(cfg: ModelConfig) -> int:
     return 12 * cfg.n_layers * cfg.d_model**2
 
 
-def matmul_params(cfg: ModelConfig) -> int:
+def matmul_params(cfg: ModelConfig | EncDecConfig) -> int:
     """The N of the FLOP formulas: non-embedding parameters plus the unembedding (vocab_size·d_model)."""
     return count_params(cfg, non_embedding=True) + cfg.vocab_size * cfg.d_model
 
 
-def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, training: bool = True) -> float:
+def _encdec_flops_per_token(cfg: EncDecConfig, T: int, S: int, training: bool) -> float:
+    """Per target token of a (S source, T target) pair; the formula is in the module docstring."""
+    n_enc = count_params(cfg.encoder_config(), non_embedding=True)  # applied to each source token
+    n_kv = _cross_attention_kv(cfg)  # cross-attention k / v projections: once per source token
+    n_dec = count_params(cfg, non_embedding=True) - n_enc - n_kv + cfg.vocab_size * cfg.d_model  # per target token
+    hd = cfg.n_heads * _d_head(cfg)  # H·D
+    fwd = 2 * S * (n_enc + n_kv) + 4 * cfg.n_encoder_layers * hd * S * S \
+        + 2 * T * n_dec + 4 * cfg.n_decoder_layers * hd * T * (T + S)  # one pair, forward
+    return (3 if training else 1) * fwd / T
+
+
+def flops_per_token(cfg: ModelConfig | EncDecConfig, seq_len: int | None = None, training: bool = True,
+                    src_len: int | None = None) -> float:
     """FLOPs per token: training `6·N + 12·L·H·D·T` (forward + backward), or forward-only `2·N + 4·L·H·D·T`.
 
     N = `matmul_params(cfg)`, T = `seq_len` (default `cfg.n_ctx`), or min(T, cfg.window) keys per query with a
     sliding window; see the module docstring for the why.
     Multiply by tokens/s and divide by peak FLOP/s for model FLOPs utilisation (MFU).
+    EncDecConfig: per target token, T = seq_len target and S = src_len (default T) source tokens per pair;
+    at S = T training is `6·N + 12·H·D·T·(L_enc + 2·L_dec)` (module docstring).
 
     Example: flops_per_token(PRESETS["gpt2-small"]) == 6 * 123_653_376 + 12 * 12 * 12 * 64 * 1024 ≈ 8.55e8.
     """
     T = cfg.n_ctx if seq_len is None else seq_len
+    if isinstance(cfg, EncDecConfig):
+        return _encdec_flops_per_token(cfg, T, T if src_len is None else src_len, training)
+    if src_len is not None:
+        raise ValueError("src_len is for an encoder-decoder (EncDecConfig); a decoder-only model has no source")
     n = matmul_params(cfg)
     keys = T if cfg.window is None else min(T, cfg.window)  # keys counted per query
     attn = cfg.n_layers * cfg.n_heads * _d_head(cfg) * keys  # L·H·D·T

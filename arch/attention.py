@@ -1,4 +1,4 @@
-"""Causal multi-head self-attention with an optional additive bias, and the ATTENTION kernel registry.
+"""Multi-head self-attention (causal; bidirectional in an encoder), cross-attention, and the ATTENTION kernel registry.
 
 Dims: B batch, T query positions (new tokens), Tk key positions (= cache length + T), C d_model,
 H n_heads (query heads), Hkv n_kv_heads (key/value heads, divides H), G = H // Hkv, D d_head. One fused c_attn
@@ -10,13 +10,17 @@ multi-query, Shazeer 2019, https://arxiv.org/abs/1911.02150). No kernel copies k
   * bias None   -> plain causal attention; the model only passes None when T == Tk (or T == 1);
   * bias Tensor -> (H or 1, T, Tk) additive float bias with the causal -inf mask already folded in
                    (position bias, the mask of a cached chunk and/or the sliding-window band); the kernel adds
-                   it and masks nothing.
+                   it and masks nothing. An encoder-decoder also passes (B, 1, 1, Tk) or (B, H, T, Tk) biases
+                   (-inf at padded source keys).
+  * causal=False (keyword; the encoder and cross-attention) -> bias None means no mask at all.
 Kernels: `explicit` (matmul + softmax; can return the pattern), `sdpa` (F.scaled_dot_product_attention,
 is_causal=True when there is no bias, enable_gqa for Hkv < H), `manual` (autograd.Function with a hand-derived
 backward). QK-norm (cfg.qk_norm) normalises each head's q and k over D before the rope rotation and before k
 enters the cache, so cached keys are normed and rotated: per head, one (D,) weight shared by the heads, as in
 Gemma 3 / Qwen 3 / ViT-22B (https://arxiv.org/abs/2302.05442). OLMo 2 (https://arxiv.org/abs/2501.00656) norms
 q and k over all heads jointly (H·D) instead; that variant is not handled.
+CrossAttention (the decoder of arch.encdec): queries from the decoder stream, keys / values from the encoder
+output (`Step.memory`), no position encoding and no causal mask; with a cache its K/V are computed once per source.
 """
 
 from __future__ import annotations
@@ -47,16 +51,19 @@ class Step:
     rotate: Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]]  # positional.rotate (identity unless rope)
     kv_cache: KVCache | None = None
     capture: dict[str, Tensor] | None = None  # run_with_cache fills attn_pattern.{i} here
+    causal: bool = True  # False in an encoder: self-attention sees every key, and bias None means no mask
+    memory: Tensor | None = None  # encoder-decoder: the encoder output (B, S, C) that cross-attention reads
+    memory_bias: Tensor | None = None  # (B, 1, 1, S): -inf at padded source keys, 0 elsewhere; None: no padding
 
 
 def explicit_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float,
-                       return_pattern: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+                       return_pattern: bool = False, causal: bool = True) -> Tensor | tuple[Tensor, Tensor]:
     """softmax(q k^T * scale + bias) v; with return_pattern also the (B, H, T, Tk) pattern before dropout."""
     G = q.shape[1] // k.shape[1]  # query heads per key/value head (1: multi-head)
     s = qk_scores(q, k, G) * scale  # (B, H, T, Tk)
     if bias is not None:
         s = s + bias
-    elif q.shape[-2] > 1:
+    elif causal and q.shape[-2] > 1:
         t, tk = s.shape[-2:]
         s = s.masked_fill(torch.ones(t, tk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
     a = torch.softmax(s, dim=-1)  # (B, H, T, Tk)
@@ -64,7 +71,8 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dro
     return (z, a) if return_pattern else z
 
 
-def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float) -> Tensor:
+def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float,
+                   causal: bool = True) -> Tensor:
     """torch's fused kernel; is_causal cannot be combined with attn_mask, hence the folded mask in `bias`."""
     if bias is not None:
         bias = bias.to(q.dtype)
@@ -76,13 +84,15 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout
             G = q.shape[1] // k.shape[1]
             k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)  # (B, H, Tk, D)
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=bias, dropout_p=dropout_p, is_causal=bias is None and q.shape[-2] > 1, scale=scale, **kw
+        q, k, v, attn_mask=bias, dropout_p=dropout_p, is_causal=causal and bias is None and q.shape[-2] > 1,
+        scale=scale, **kw
     )
 
 
 class CausalSelfAttention(nn.Module):
     """c_attn -> split heads -> qk-norm -> rotate (rope) -> append to cache -> kernel -> merge heads -> c_proj
-    -> dropout. q_norm / k_norm are nn.Identity unless cfg.qk_norm is set."""
+    -> dropout. q_norm / k_norm are nn.Identity unless cfg.qk_norm is set. Causal unless step.causal is False
+    (an encoder's self-attention)."""
 
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
@@ -116,10 +126,59 @@ class CausalSelfAttention(nn.Module):
             k, v = step.kv_cache.update(self.layer_idx, k, v)  # (B, Hkv, Tk, D)
         p = self.dropout_p if self.training else 0.0
         if step.capture is not None:  # capture mode: always explicit, so the pattern exists
-            z, pattern = explicit_attention(q, k, v, step.bias, p, self.scale, return_pattern=True)
+            z, pattern = explicit_attention(q, k, v, step.bias, p, self.scale, return_pattern=True,
+                                            causal=step.causal)
             step.capture[f"attn_pattern.{self.layer_idx}"] = pattern
         else:
-            z = self.kernel(q, k, v, step.bias, p, self.scale)  # (B, H, T, D)
+            z = self.kernel(q, k, v, step.bias, p, self.scale, causal=step.causal)  # (B, H, T, D)
+        z = z.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H*D)
+        return self.resid_dropout(self.c_proj(z))
+
+
+class CrossAttention(nn.Module):
+    """Encoder-decoder attention: queries from the decoder stream x (B, T, C), keys and values from the encoder
+    output step.memory (B, S, C). c_q -> q heads, c_kv -> k | v heads (Hkv·D | Hkv·D columns) -> qk-norm ->
+    kernel -> merge heads -> c_proj -> dropout. No position encoding (as T5 / BART) and no causal mask;
+    step.memory_bias masks padded source keys. With an EncDecKVCache the K/V are computed from the memory on the
+    first call and reused at every later decoding step. https://arxiv.org/abs/1706.03762 (section 3.2.3)"""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        if cfg.attention not in ATTENTION:
+            raise ValueError(f"unknown attention {cfg.attention!r}; choose from {sorted(ATTENTION)}")
+        self.layer_idx = layer_idx
+        H, D = cfg.n_heads, cfg.d_head
+        Hkv = cfg.n_kv_heads or H
+        self.n_heads, self.n_kv_heads, self.d_head = H, Hkv, D
+        self.kv_sizes = (Hkv * D, Hkv * D)  # c_kv's output columns: k | v
+        self.c_q = nn.Linear(cfg.d_model, H * D, bias=cfg.bias)
+        self.c_kv = nn.Linear(cfg.d_model, sum(self.kv_sizes), bias=cfg.bias)
+        self.c_proj = nn.Linear(H * D, cfg.d_model, bias=cfg.bias)
+        self.q_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
+        self.k_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
+        self.dropout_p = cfg.dropout
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+        self.kernel = ATTENTION[cfg.attention]
+        self.scale = 1.0 / math.sqrt(cfg.d_head)
+
+    def memory_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of the encoder output: memory (B, S, C) -> k, v (B, Hkv, S, D), k normed."""
+        B, S, _ = memory.shape
+        k, v = self.c_kv(memory).split(self.kv_sizes, dim=-1)  # (B, S, Hkv*D) x 2
+        k = k.view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, Hkv, S, D)
+        v = v.view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, Hkv, S, D)
+        return self.k_norm(k), v
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:  # (B, T, C) -> (B, T, C)
+        B, T, _ = x.shape
+        H, D = self.n_heads, self.d_head
+        q = self.q_norm(self.c_q(x).view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
+        if step.kv_cache is not None:  # computed on the first call for this source, then reused
+            k, v = step.kv_cache.cross(self.layer_idx, lambda: self.memory_kv(step.memory))
+        else:
+            k, v = self.memory_kv(step.memory)  # (B, Hkv, S, D)
+        p = self.dropout_p if self.training else 0.0
+        z = self.kernel(q, k, v, step.memory_bias, p, self.scale, causal=False)  # (B, H, T, D)
         z = z.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H*D)
         return self.resid_dropout(self.c_proj(z))
 

@@ -5,15 +5,18 @@
 PARALLEL_BLOCKS). A parallel block is one sublayer F(h) = attn(h) + mlp(h), and the norm placement applies to F
 as it would to any sublayer: pre x + F(ln_1(x)) (one shared norm, GPT-J / PaLM), post ln_1(x + F(x)), sandwich
 x + ln_1_out(F(ln_1(x))). Each class says with `final_norm` whether the model needs a final norm `ln_f` after
-the last block. Dropout lives inside the sublayers (on their outputs). Not handled: DeepNorm residual scaling,
-cross-attention, PaLM's fused attn+mlp input projection (the math is the same, the kernels are not).
+the last block. Dropout lives inside the sublayers (on their outputs). CROSS_BLOCKS (by norm placement) are the
+decoder blocks of an encoder-decoder (arch.encdec): self-attention, then cross-attention over the encoder
+output, then the MLP, each sublayer normed as its placement says; the encoder's blocks are BLOCKS.
+Not handled: DeepNorm residual scaling, parallel blocks with cross-attention, PaLM's fused attn+mlp input
+projection (the math is the same, the kernels are not).
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
-from arch.attention import CausalSelfAttention, Step
+from arch.attention import CausalSelfAttention, CrossAttention, Step
 from arch.config import ModelConfig
 from arch.mlp import build_mlp
 from arch.norms import build_norm
@@ -146,6 +149,60 @@ class ParallelSandwichNormBlock(ParallelBlock):
         return x + self.ln_1_out(self.attn(h, step) + self.mlp(h))
 
 
+class CrossPreNormBlock(PreNormBlock):
+    """Pre-LN decoder block of an encoder-decoder: causal self-attention, cross-attention, MLP.
+
+        x ──┬──────────────────(+)──┬─────────────────────────────(+)──┬─────────────────(+)──> out
+            └─ ln_1 ─ attn ─────┘   └─ ln_cross ─ cross_attn(mem) ─┘   └─ ln_2 ─ mlp ────┘
+    https://arxiv.org/abs/1910.10683 (T5), https://arxiv.org/abs/2002.04745 (Xiong et al. 2020)"""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__(cfg, layer_idx)
+        self.ln_cross = build_norm(cfg)
+        self.cross_attn = CrossAttention(cfg, layer_idx)
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        x = x + self.attn(self.ln_1(x), step)
+        x = x + self.cross_attn(self.ln_cross(x), step)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class CrossPostNormBlock(PostNormBlock):
+    """Post-LN decoder block, the original Transformer's (Vaswani et al. 2017, figure 1): no final norm.
+
+        x ──┬──────────(+)─ ln_1 ──┬────────────────────(+)─ ln_cross ──┬──────────(+)─ ln_2 ──> out
+            └─ attn ────┘          └─ cross_attn(mem) ───┘              └─ mlp ─────┘
+    https://arxiv.org/abs/1706.03762"""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__(cfg, layer_idx)
+        self.ln_cross = build_norm(cfg)
+        self.cross_attn = CrossAttention(cfg, layer_idx)
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        x = self.ln_1(x + self.attn(x, step))
+        x = self.ln_cross(x + self.cross_attn(x, step))
+        x = self.ln_2(x + self.mlp(x))
+        return x
+
+
+class CrossSandwichNormBlock(SandwichNormBlock):
+    """Sandwich-LN decoder block: each of the three sublayers normed on its input and on its output."""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__(cfg, layer_idx)
+        self.ln_cross = build_norm(cfg)
+        self.cross_attn = CrossAttention(cfg, layer_idx)
+        self.ln_cross_out = build_norm(cfg)
+
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        x = x + self.ln_1_out(self.attn(self.ln_1(x), step))
+        x = x + self.ln_cross_out(self.cross_attn(self.ln_cross(x), step))
+        x = x + self.ln_2_out(self.mlp(self.ln_2(x)))
+        return x
+
+
 BLOCKS: dict[str, type[Block]] = {  # sequential blocks, by norm placement
     "pre": PreNormBlock,
     "post": PostNormBlock,
@@ -156,6 +213,12 @@ PARALLEL_BLOCKS: dict[str, type[ParallelBlock]] = {  # parallel blocks, by norm 
     "pre": ParallelPreNormBlock,
     "post": ParallelPostNormBlock,
     "sandwich": ParallelSandwichNormBlock,
+}
+
+CROSS_BLOCKS: dict[str, type[Block]] = {  # encoder-decoder decoder blocks (with cross-attention), by placement
+    "pre": CrossPreNormBlock,
+    "post": CrossPostNormBlock,
+    "sandwich": CrossSandwichNormBlock,
 }
 
 BLOCK_KINDS: dict[str, dict[str, type[nn.Module]]] = {

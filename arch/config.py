@@ -4,6 +4,8 @@ Every string choice is a registry key: the torch modules hold dicts keyed by exa
 (`POSITIONAL`, `NORMS`, `BLOCKS`, `BLOCK_KINDS`, `MLPS`, `ATTENTION`, `INITS`, `ROPE_SCALING`), and a test checks
 they agree. `qk_norm` and `pos.rope_scaling` also take None (off).
 `d_head` / `d_mlp` left as None are derived in `__post_init__`, so a built config always holds concrete sizes.
+EncDecConfig describes the encoder-decoder (arch.encdec); its two stacks are built from ModelConfig views of it
+(`encoder_config()` / `decoder_config()`), so every ModelConfig rule and message applies to them too.
 Not handled here: seeding, devices, dtypes (configs are pure data; seed in the training loop).
 """
 
@@ -23,6 +25,8 @@ INIT_SCHEMES = ("gpt2", "xavier")
 BLOCK_KINDS = ("sequential", "parallel")
 QK_NORMS = NORM_TYPES  # qk_norm: None (off) or one of the norm types, applied per head over d_head
 ROPE_SCALINGS = ("linear", "ntk", "yarn")  # pos.rope_scaling: None (off) or one of these
+# EncDecConfig.tie_embeddings: which of source embedding, target embedding and output projection share one matrix
+TIE_EMBEDDINGS = ("all", "inputs", "decoder", "none")
 
 
 def _check_choice(what: str, value: Any, choices: tuple[str, ...], nullable: bool = False) -> None:
@@ -191,6 +195,98 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
         """ModelConfig.from_dict({"vocab_size": 256, ..., "pos": {"kind": "rope"}}); unknown keys raise."""
+        return _from_dict(cls, dict(d))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (pos as a dict); from_dict(cfg.to_dict()) == cfg."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class EncDecConfig:
+    """An encoder-decoder transformer (Vaswani et al. 2017): a bidirectional encoder over the source and a causal
+    decoder that also cross-attends to the encoder output. Fields shared with ModelConfig mean the same there.
+
+    >>> cfg = EncDecConfig(vocab_size=512, n_ctx=64, d_model=64, n_encoder_layers=2, n_decoder_layers=2, n_heads=4)
+    >>> cfg.encoder_config().n_layers, cfg.tie_embeddings
+    (2, 'all')
+
+    Not here (refused or absent): `block` (always sequential), `window` (full attention), separate source and
+    target widths / head counts / position encodings.
+    """
+
+    vocab_size: int  # target vocabulary: decoder input and output (the source's too unless src_vocab_size is set)
+    n_ctx: int  # longest source and longest target the learned positions cover (each stack has its own table)
+    d_model: int  # residual stream width C of both stacks
+    n_encoder_layers: int  # encoder blocks (self-attention, MLP)
+    n_decoder_layers: int  # decoder blocks (causal self-attention, cross-attention, MLP)
+    n_heads: int  # attention heads H (self- and cross-attention)
+    src_vocab_size: int | None = None  # source vocabulary; None -> vocab_size (a shared vocabulary)
+    d_head: int | None = None  # None -> d_model // n_heads
+    n_kv_heads: int | None = None  # key/value heads of every attention (GQA); None -> n_heads
+    d_mlp: int | None = None  # None -> 4 * d_model
+    activation: str = "gelu"  # gelu | relu | swiglu
+    pos: PosConfig = field(default_factory=PosConfig)  # both stacks; the encoder's relative / alibi are bidirectional
+    norm: str = "pre"  # pre | post | sandwich
+    norm_type: str = "layernorm"  # layernorm | rmsnorm
+    bias: bool = True  # biases in Linears and LayerNorms
+    dropout: float = 0.0  # embeddings, attention probabilities, residual branches (self- and cross-attention)
+    # all: source embedding = target embedding = output projection (Vaswani et al. section 3.4, T5 v1.0, BART);
+    # inputs: source = target embedding, separate output (T5 v1.1); decoder: target embedding = output, separate
+    # source embedding (Press & Wolf 2017); none: three matrices
+    tie_embeddings: str = "all"
+    scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model) (Vaswani et al. section 3.4)
+    src_pad_id: int | None = None  # source id masked as padding when no explicit src_mask is given; None: no mask
+    attention: str = "sdpa"  # explicit | sdpa | manual
+    qk_norm: str | None = None  # None | layernorm | rmsnorm (self- and cross-attention)
+    init: str = "gpt2"  # gpt2 | xavier, applied per stack (gpt2's residual scaling uses that stack's depth)
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pos, dict):
+            self.pos = PosConfig.from_dict(self.pos)
+        if not isinstance(self.pos, PosConfig):
+            raise TypeError(f"pos must be a PosConfig or a dict, got {type(self.pos).__name__}")
+        for name in ("n_encoder_layers", "n_decoder_layers"):
+            if not _is_pos_int(getattr(self, name)):
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        if self.src_vocab_size is not None and not _is_pos_int(self.src_vocab_size):
+            raise ValueError(f"src_vocab_size must be a positive int or None (= vocab_size), "
+                             f"got {self.src_vocab_size!r}")
+        _check_choice("tie_embeddings", self.tie_embeddings, TIE_EMBEDDINGS)
+        if self.tie_embeddings in ("all", "inputs") and self.src_vocab_size not in (None, self.vocab_size):
+            raise ValueError(f"tie_embeddings={self.tie_embeddings!r} shares the source and target embeddings, so "
+                             f"src_vocab_size must equal vocab_size={self.vocab_size}; got {self.src_vocab_size}")
+        if self.pos.kind == "relative" and self.pos.num_buckets < 4:
+            raise ValueError(f"pos.num_buckets must be >= 4 for relative positions in an encoder-decoder (the "
+                             f"bidirectional encoder halves them per direction), got {self.pos.num_buckets}")
+        decoder = self.decoder_config()  # every ModelConfig rule (sizes, choices, rope / GQA constraints)
+        self.d_head, self.d_mlp = decoder.d_head, decoder.d_mlp
+        if self.src_pad_id is not None and not (isinstance(self.src_pad_id, int) and not isinstance(
+                self.src_pad_id, bool) and 0 <= self.src_pad_id < self.encoder_config().vocab_size):
+            raise ValueError(f"src_pad_id must be a source token id in [0, {self.encoder_config().vocab_size}) or "
+                             f"None, got {self.src_pad_id!r}")
+
+    def _stack_config(self, vocab_size: int | None, n_layers: int) -> ModelConfig:
+        return ModelConfig(
+            vocab_size=vocab_size or self.vocab_size, n_ctx=self.n_ctx, d_model=self.d_model, n_layers=n_layers,
+            n_heads=self.n_heads, d_head=self.d_head, n_kv_heads=self.n_kv_heads, d_mlp=self.d_mlp,
+            activation=self.activation, pos=self.pos, norm=self.norm, norm_type=self.norm_type, bias=self.bias,
+            dropout=self.dropout, attention=self.attention, qk_norm=self.qk_norm, init=self.init,
+            layer_norm_eps=self.layer_norm_eps,
+        )
+
+    def encoder_config(self) -> ModelConfig:
+        """The ModelConfig the encoder is built from: n_layers = n_encoder_layers, vocab_size = the source's."""
+        return self._stack_config(self.src_vocab_size, self.n_encoder_layers)
+
+    def decoder_config(self) -> ModelConfig:
+        """The ModelConfig the decoder is built from: n_layers = n_decoder_layers, the target vocabulary."""
+        return self._stack_config(self.vocab_size, self.n_decoder_layers)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EncDecConfig:
+        """EncDecConfig.from_dict({"vocab_size": 256, ..., "pos": {"kind": "relative"}}); unknown keys raise."""
         return _from_dict(cls, dict(d))
 
     def to_dict(self) -> dict[str, Any]:

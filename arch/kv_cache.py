@@ -7,9 +7,12 @@ Storage is a torch.cat per step (simple and autograd-safe; O(T) copying per toke
 it holds only the n_kv_heads key/value heads, (B, Hkv, T, D). With a sliding window it still keeps every
 position (the mask hides the old ones; no rolling buffer). Meant for inference under torch.no_grad(); it does
 not check that you feed the same model it was created for.
+EncDecKVCache (the decoder of arch.encdec) adds the cross-attention keys/values, computed once per source.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -55,3 +58,34 @@ class KVCache:
 
     def __repr__(self) -> str:
         return f"KVCache(n_layers={len(self.k)}, batch_size={self.batch_size}, length={self.length})"
+
+
+class EncDecKVCache(KVCache):
+    """The decoder cache of an encoder-decoder: self-attention keys/values grow per step exactly as in KVCache
+    (`length` counts target positions); cross-attention keys/values cross_k[i], cross_v[i] (B, Hkv, S, D) depend
+    only on the source, so they are computed on the layer's first call (`cross`) and reused unchanged after.
+    `reorder` gathers both (beam search); `crop` forgets target positions only."""
+
+    def __init__(self, n_layers: int, batch_size: int) -> None:
+        super().__init__(n_layers, batch_size)
+        self.cross_k: list[Tensor | None] = [None] * n_layers
+        self.cross_v: list[Tensor | None] = [None] * n_layers
+
+    def cross(self, layer: int, compute: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        """The cross-attention k, v of `layer`: `compute()` on the first call, the stored tensors afterwards."""
+        if self.cross_k[layer] is None:
+            self.cross_k[layer], self.cross_v[layer] = compute()
+        return self.cross_k[layer], self.cross_v[layer]
+
+    def reorder(self, index: Tensor) -> None:
+        super().reorder(index)
+        index = index.to(dtype=torch.long)
+        for i, (k, v) in enumerate(zip(self.cross_k, self.cross_v)):
+            if k is not None:
+                self.cross_k[i] = k.index_select(0, index.to(k.device))
+                self.cross_v[i] = v.index_select(0, index.to(v.device))
+
+    def __repr__(self) -> str:
+        filled = sum(k is not None for k in self.cross_k)
+        return (f"EncDecKVCache(n_layers={len(self.k)}, batch_size={self.batch_size}, length={self.length}, "
+                f"cross_layers_filled={filled})")

@@ -1,4 +1,4 @@
-"""Causal attention as a torch.autograd.Function whose backward is derived by hand (no autograd inside).
+"""Attention (causal by default) as a torch.autograd.Function whose backward is derived by hand (no autograd inside).
 
 Forward, per batch row and head (scores S, pattern A, output Z):
     S = Q K^T * scale + bias  (+ causal -inf above the diagonal when `causal`)
@@ -86,9 +86,11 @@ class ManualAttentionFunction(torch.autograd.Function):
         return dq, dk, dv, dbias, None, None, None
 
 
-def manual_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float) -> Tensor:
-    """Causal attention through ManualAttentionFunction; same contract as the other ATTENTION kernels."""
-    causal = bias is None and q.shape[-2] > 1
+def manual_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float,
+                     causal: bool = True) -> Tensor:
+    """Attention through ManualAttentionFunction; same contract as the other ATTENTION kernels (causal=False: an
+    encoder or cross-attention, where bias None means no mask)."""
+    causal = causal and bias is None and q.shape[-2] > 1
     mask = None
     if dropout_p > 0.0:
         shape = (*q.shape[:-1], k.shape[-2])  # (B, H, Tq, Tk)

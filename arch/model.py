@@ -11,32 +11,38 @@ Sliding-window attention (cfg.window) is a band folded into the causal mask, so 
 encoding gets it through the same additive bias.
 model.loss(ids, targets) uses the chunked fused lm_head + cross-entropy of arch.fused_loss (never stores the
 logits) where arch.fused_loss.use_fused allows; model(ids) still returns the logits.
-Not handled here: padding masks (left-padded batches), encoder-decoder use, mixed-precision policy.
+The encoder-decoder (arch.encdec) reuses CausalMasking, lm_loss, INITS and the blocks; build_model builds it
+from an EncDecConfig. Not handled here: padding masks (left-padded batches), mixed-precision policy.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from arch.attention import CausalSelfAttention, Step
+from arch.attention import CausalSelfAttention, CrossAttention, Step
 from arch.block import block_class
-from arch.config import ModelConfig
+from arch.config import EncDecConfig, ModelConfig
 from arch.fused_loss import fused_linear_cross_entropy, use_fused
 from arch.kv_cache import KVCache
 from arch.mlp import MLP
 from arch.norms import build_norm
 from arch.positional import build_positional
 
+if TYPE_CHECKING:
+    from arch.encdec import EncoderDecoder
+
 
 def init_gpt2(model: Transformer) -> None:
     """GPT-2 init: Linear/Embedding weights N(0, 0.02), biases 0, norms 1 (and 0), and the residual output
-    projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layers)).  (Radford et al. 2019, section 2.3)"""
+    projections (attn.c_proj, mlp.c_proj; cross_attn.c_proj too) N(0, 0.02 / sqrt(2 n_layers)).
+    (Radford et al. 2019, section 2.3). `model` is any stack with `cfg` and `wte`: a Transformer, or an
+    encoder-decoder's Encoder / Decoder (each scaled by its own depth)."""
     std = 0.02
     for name, module in model.named_modules():
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -53,6 +59,8 @@ def _fused_blocks(model: Transformer) -> dict[nn.Linear, tuple[int, ...]]:
     for module in model.modules():
         if isinstance(module, CausalSelfAttention):
             out[module.c_attn] = module.qkv_sizes
+        elif isinstance(module, CrossAttention):
+            out[module.c_kv] = module.kv_sizes
         elif isinstance(module, MLP):
             out[module.c_fc] = module.fc_sizes
     return out
@@ -81,7 +89,42 @@ def init_xavier(model: Transformer) -> None:
                 nn.init.zeros_(module.bias)
 
 
-class Transformer(nn.Module):
+class CausalMasking:
+    """The causal (and sliding-window) mask table and the per-call attention bias of a causal stack: Transformer
+    and the encoder-decoder's Decoder. The host has `cfg`, `pos` and a `causal_mask` buffer from `_causal_table`."""
+
+    cfg: ModelConfig
+    causal_mask: Tensor
+
+    def _causal_table(self, n: int) -> Tensor:
+        mask = torch.full((n, n), float("-inf")).triu(1)  # (Tq, Tk)
+        if self.cfg.window is not None:  # sliding window: also hide keys j <= i - window
+            mask = mask + torch.full((n, n), float("-inf")).tril(-self.cfg.window)
+        return mask
+
+    def _attn_bias(self, start: int, t: int) -> Tensor | None:
+        """(H or 1, t, start + t) float bias with the causal mask folded in, or None for plain causal."""
+        bias = self.pos.attn_bias(start, t)  # (H, t, Tk) or None
+        end = start + t
+        banded = self.cfg.window is not None and end > self.cfg.window  # a key left some query's window
+        if bias is None and not banded and (start == 0 or t == 1):
+            return None  # square causal (kernel masks), or one query that may see every key
+        if end > self.causal_mask.shape[0]:
+            self.causal_mask = self._causal_table(max(end, 2 * self.causal_mask.shape[0])).to(self.causal_mask)
+        mask = self.causal_mask[start:end, :end]  # (t, Tk)
+        return mask[None] if bias is None else bias + mask
+
+
+def lm_loss(x: Tensor, lm_head: nn.Linear, targets: Tensor, fused: bool) -> Tensor:
+    """Mean cross-entropy of lm_head(x) against targets != -100: x (B, T, C), targets (B, T). fused: the chunked
+    arch.fused_loss path where use_fused allows it, else lm_head + F.cross_entropy (same value and gradients)."""
+    if fused and use_fused(x, lm_head.weight):
+        return fused_linear_cross_entropy(x.reshape(-1, x.shape[-1]), lm_head.weight, targets.reshape(-1))
+    logits = lm_head(x)
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+
+class Transformer(CausalMasking, nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         if cfg.init not in INITS:
@@ -102,12 +145,6 @@ class Transformer(nn.Module):
         self.register_buffer("causal_mask", self._causal_table(cfg.n_ctx), persistent=False)
         INITS[cfg.init](self)
 
-    def _causal_table(self, n: int) -> Tensor:
-        mask = torch.full((n, n), float("-inf")).triu(1)  # (Tq, Tk)
-        if self.cfg.window is not None:  # sliding window: also hide keys j <= i - window
-            mask = mask + torch.full((n, n), float("-inf")).tril(-self.cfg.window)
-        return mask
-
     @property
     def max_len(self) -> int | None:
         """n_ctx for learned positions; None when any sequence length runs."""
@@ -115,18 +152,6 @@ class Transformer(nn.Module):
 
     def new_kv_cache(self, batch_size: int) -> KVCache:
         return KVCache(self.cfg.n_layers, batch_size)
-
-    def _attn_bias(self, start: int, t: int) -> Tensor | None:
-        """(H or 1, t, start + t) float bias with the causal mask folded in, or None for plain causal."""
-        bias = self.pos.attn_bias(start, t)  # (H, t, Tk) or None
-        end = start + t
-        banded = self.cfg.window is not None and end > self.cfg.window  # a key left some query's window
-        if bias is None and not banded and (start == 0 or t == 1):
-            return None  # square causal (kernel masks), or one query that may see every key
-        if end > self.causal_mask.shape[0]:
-            self.causal_mask = self._causal_table(max(end, 2 * self.causal_mask.shape[0])).to(self.causal_mask)
-        mask = self.causal_mask[start:end, :end]  # (t, Tk)
-        return mask[None] if bias is None else bias + mask
 
     def forward(self, ids: Tensor, kv_cache: KVCache | None = None,
                 capture: dict[str, Tensor] | None = None) -> Tensor:
@@ -167,11 +192,7 @@ class Transformer(nn.Module):
         never stores the (B*T, V) logits; used where `arch.fused_loss.use_fused` holds (CPU, fp32/fp64, no
         autocast, not compiling), the unfused lm_head + F.cross_entropy elsewhere. Same value and gradients."""
         x = self.hidden(ids)
-        fused = self.fused_loss if fused is None else fused
-        if fused and use_fused(x, self.lm_head.weight):
-            return fused_linear_cross_entropy(x.reshape(-1, x.shape[-1]), self.lm_head.weight, targets.reshape(-1))
-        logits = self.lm_head(x)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+        return lm_loss(x, self.lm_head, targets, self.fused_loss if fused is None else fused)
 
     def run_with_cache(self, ids: Tensor, kv_cache: KVCache | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """logits plus activations: embed, resid_pre.{i}, resid_post.{i} (B, T, C), attn_pattern.{i}
@@ -193,6 +214,11 @@ INITS: dict[str, Callable[[Transformer], None]] = {
 }
 
 
-def build_model(cfg: ModelConfig) -> Transformer:
-    """build_model(ModelConfig(vocab_size=256, n_ctx=64, d_model=64, n_layers=2, n_heads=4)) -> Transformer"""
+def build_model(cfg: ModelConfig | EncDecConfig) -> Transformer | EncoderDecoder:
+    """build_model(ModelConfig(vocab_size=256, n_ctx=64, d_model=64, n_layers=2, n_heads=4)) -> Transformer;
+    an EncDecConfig gives an arch.encdec.EncoderDecoder."""
+    if isinstance(cfg, EncDecConfig):
+        from arch.encdec import EncoderDecoder  # encdec imports this module
+
+        return EncoderDecoder(cfg)
     return Transformer(cfg)

@@ -9,8 +9,10 @@ hook works on absolute positions. The causal mask is NOT part of `attn_bias`: th
 Everything except `learned` runs at any length: tables are cached as non-persistent buffers and regrown
 (at least doubling) when a longer sequence arrives. Sinusoidal is added as `pos.scale` x table (see
 SinusoidalPositional). RoPE can be scaled for length extrapolation (`pos.rope_scaling`: the ROPE_SCALING
-registry, linear / ntk / yarn, static). Not handled: bidirectional (encoder) relative buckets, dynamic NTK
-(the scale growing with the sequence), LongRoPE / Llama-3 rope scaling, partial rotary dims.
+registry, linear / ntk / yarn, static). `build_positional(cfg, bidirectional=True)` gives an encoder's
+(arch.encdec) variant from BIDIRECTIONAL_POSITIONAL: T5's bidirectional relative buckets and a symmetric ALiBi
+penalty; the other kinds are direction-free and the same classes. Not handled: dynamic NTK (the scale growing
+with the sequence), LongRoPE / Llama-3 rope scaling, partial rotary dims.
 """
 
 from __future__ import annotations
@@ -104,14 +106,25 @@ class SinusoidalPositional(Positional):
         return x + self.scale * self.table[start:end]  # (B, T, C) + (T, C)
 
 
-def relative_bucket(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
-    """T5's unidirectional (causal) bucket of `relative_position = key_pos - query_pos` (<= 0 for visible keys).
+def relative_bucket(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128,
+                    bidirectional: bool = False) -> Tensor:
+    """T5's bucket of `relative_position = key_pos - query_pos`: unidirectional (causal, <= 0 for visible keys) by
+    default, or bidirectional (an encoder) as T5's `_relative_position_bucket(bidirectional=True)`.
 
     Distances n = max(query - key, 0) below num_buckets // 2 get their own bucket; larger ones are log-spaced
     over the remaining buckets up to max_distance; farther ones share the last bucket.
     Example (32, 128): n=0..15 -> 0..15, n=16 -> 16, n=20 -> 17, n=32 -> 21, n=64 -> 26, n=127 -> 31, n=1000 -> 31.
+    Bidirectional: each direction gets num_buckets // 2 buckets laid out the same way over n = |key - query|,
+    keys before (or at) the query in 0 .. nb/2 - 1, keys after it in nb/2 .. nb - 1.
+    Example (32, 128): -3 -> 3, 0 -> 0, +3 -> 19, -8 -> 8, +8 -> 24, -1000 -> 15, +1000 -> 31.
     """
-    n = (-relative_position).clamp(min=0)
+    offset = 0
+    if bidirectional:
+        num_buckets //= 2
+        offset = (relative_position > 0).long() * num_buckets  # keys after the query: the upper half
+        n = relative_position.abs()
+    else:
+        n = (-relative_position).clamp(min=0)
     max_exact = num_buckets // 2
     is_small = n < max_exact
     # subtle: log(0) is avoided by clamping; those entries take the `is_small` branch anyway
@@ -119,12 +132,15 @@ def relative_bucket(relative_position: Tensor, num_buckets: int = 32, max_distan
         torch.log(n.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
     ).long()
     large = large.clamp(max=num_buckets - 1)
-    return torch.where(is_small, n, large)
+    return offset + torch.where(is_small, n, large)
 
 
 class RelativePositional(Positional):
     """T5 relative position bias: a learned scalar per (bucket, head), shared by all layers, added to scores.
+    Causal buckets (a decoder); BidirectionalRelativePositional is the encoder's.
     https://arxiv.org/abs/1910.10683 (Raffel et al. 2020, section 2.1)"""
+
+    bidirectional = False  # relative_bucket's mode
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -134,7 +150,8 @@ class RelativePositional(Positional):
 
     def _bucket_table(self, n: int) -> Tensor:
         pos = torch.arange(n)
-        return relative_bucket(pos[None, :] - pos[:, None], self.num_buckets, self.max_distance)  # (Tq, Tk)
+        rel = pos[None, :] - pos[:, None]  # (Tq, Tk) key - query
+        return relative_bucket(rel, self.num_buckets, self.max_distance, self.bidirectional)  # (Tq, Tk)
 
     def attn_bias(self, start: int, t: int) -> Tensor:
         end = start + t
@@ -142,6 +159,13 @@ class RelativePositional(Positional):
             self.buckets = self._bucket_table(max(end, 2 * self.buckets.shape[0])).to(self.buckets.device)
         idx = self.buckets[start:end, :end]  # (t, Tk)
         return self.rel_bias.weight.t()[:, idx]  # (H, t, Tk)
+
+
+class BidirectionalRelativePositional(RelativePositional):
+    """T5's encoder bias: keys before and after the query get separate buckets (num_buckets // 2 per direction;
+    T5's `_relative_position_bucket(bidirectional=True)`). Parameters as RelativePositional: `rel_bias`."""
+
+    bidirectional = True
 
 
 def alibi_slopes(n_heads: int) -> list[float]:
@@ -177,6 +201,16 @@ class AlibiPositional(Positional):
         if end > self.distance.shape[0]:
             self.distance = self._distance_table(max(end, 2 * self.distance.shape[0])).to(self.distance)
         return self.slopes * self.distance[start:end, :end]  # (H, 1, 1) * (t, Tk) -> (H, t, Tk)
+
+
+class SymmetricAlibiPositional(AlibiPositional):
+    """ALiBi for a bidirectional encoder: the penalty slope_h * |key - query| on both sides of the query (Press et
+    al. define only the causal side; this symmetric form is the usual encoder extension). No parameters."""
+
+    @staticmethod
+    def _distance_table(n: int) -> Tensor:
+        pos = torch.arange(n, dtype=torch.float32)
+        return -(pos[None, :] - pos[:, None]).abs()  # (Tq, Tk): -|key - query|
 
 
 def rope_inv_freq(d_head: int, base: float) -> Tensor:
@@ -279,6 +313,14 @@ POSITIONAL: dict[str, type[Positional]] = {
 }
 
 
+# an encoder's (bidirectional) variant of each kind: same keys; direction-free kinds are the same classes
+BIDIRECTIONAL_POSITIONAL: dict[str, type[Positional]] = {
+    **POSITIONAL,
+    "relative": BidirectionalRelativePositional,
+    "alibi": SymmetricAlibiPositional,
+}
+
+
 # pos.rope_scaling -> (d_head, base, s, original_n_ctx) -> (inv_freq (D/2,) float64, cos/sin multiplier)
 ROPE_SCALING: dict[str, Callable[[int, float, float, int], tuple[Tensor, float]]] = {
     "linear": linear_scaling,
@@ -287,8 +329,10 @@ ROPE_SCALING: dict[str, Callable[[int, float, float, int], tuple[Tensor, float]]
 }
 
 
-def build_positional(cfg: ModelConfig) -> Positional:
+def build_positional(cfg: ModelConfig, bidirectional: bool = False) -> Positional:
+    """POSITIONAL[cfg.pos.kind](cfg), or the encoder's BIDIRECTIONAL_POSITIONAL variant when bidirectional."""
     kind = cfg.pos.kind
-    if kind not in POSITIONAL:
-        raise ValueError(f"unknown pos {kind!r}; choose from {sorted(POSITIONAL)}")
-    return POSITIONAL[kind](cfg)
+    registry = BIDIRECTIONAL_POSITIONAL if bidirectional else POSITIONAL
+    if kind not in registry:
+        raise ValueError(f"unknown pos {kind!r}; choose from {sorted(registry)}")
+    return registry[kind](cfg)

@@ -7,6 +7,9 @@ the tokenizer and `n_ctx` from `train.n_ctx` (PUBLISHED_N_CTX holds the publishe
 The GPT shapes are the published ones (GPT-2: Radford et al. 2019 table 2, d_head 64; GPT-3: Brown et al. 2020
 table 2.1), with ModelConfig's defaults = GPT-2's architecture (learned positions, pre-LN, GELU, biases, tied
 embeddings).
+ENCDEC_PRESETS are the encoder-decoder shapes (EncDecConfig fields that differ from its defaults; no conf/model
+file, the trainer is decoder-only for now): `transformer-base` / `transformer-big` of Vaswani et al. 2017
+table 3, built with `encdec_preset_config(name, vocab_size=..., n_ctx=...)`.
 Not handled: presets that change the architecture knobs that are config groups of their own (model/norm,
 model/norm_type, model/activation, model/attention, model/pos): a test keeps those out of PRESETS, so the group
 choice on the command line is never overridden by a preset.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arch.config import ModelConfig
+from arch.config import EncDecConfig, ModelConfig
 
 PRESETS: dict[str, dict[str, Any]] = {
     # laptop / CI sizes
@@ -49,3 +52,33 @@ def preset_config(name: str, *, vocab_size: int, n_ctx: int, **overrides: Any) -
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
     return ModelConfig(vocab_size=vocab_size, n_ctx=n_ctx, **{**PRESETS[name], **overrides})
+
+
+# Vaswani et al. 2017 (https://arxiv.org/abs/1706.03762), table 3: N = 6 + 6 layers, post-LN, ReLU, sinusoidal
+# positions at amplitude 1 added to token embeddings scaled by sqrt(d_model) (section 3.4, 3.5), the source,
+# target and output matrices shared (section 3.4; tie_embeddings="all" is the default), P_drop. init="xavier"
+# (embeddings N(0, 1/d_model), so scaled embeddings have unit variance) follows the tensor2tensor / fairseq code.
+ENCDEC_PRESETS: dict[str, dict[str, Any]] = {
+    "transformer-base": {  # 63,082,496 params at vocab 37000 (paper: 65M; see docs/arch.md)
+        "d_model": 512, "n_encoder_layers": 6, "n_decoder_layers": 6, "n_heads": 8, "d_mlp": 2048,
+        "activation": "relu", "norm": "post", "pos": {"kind": "sinusoidal", "scale": 1.0},
+        "scale_embeddings": True, "init": "xavier", "dropout": 0.1,
+    },
+    "transformer-big": {  # 214,245,376 params at vocab 37000 (paper: 213M)
+        "d_model": 1024, "n_encoder_layers": 6, "n_decoder_layers": 6, "n_heads": 16, "d_mlp": 4096,
+        "activation": "relu", "norm": "post", "pos": {"kind": "sinusoidal", "scale": 1.0},
+        "scale_embeddings": True, "init": "xavier", "dropout": 0.3,
+    },
+}
+TRANSFORMER_VOCAB = 37000  # "a shared source-target vocabulary of about 37000 tokens" (WMT 2014 En-De, section 5.1)
+
+
+def encdec_preset_config(name: str, *, vocab_size: int, n_ctx: int, **overrides: Any) -> EncDecConfig:
+    """EncDecConfig(defaults + ENCDEC_PRESETS[name] + overrides); an unknown name lists the presets.
+
+    >>> encdec_preset_config("transformer-base", vocab_size=TRANSFORMER_VOCAB, n_ctx=256).d_model
+    512
+    """
+    if name not in ENCDEC_PRESETS:
+        raise ValueError(f"unknown encoder-decoder preset {name!r}; choose from {', '.join(ENCDEC_PRESETS)}")
+    return EncDecConfig(vocab_size=vocab_size, n_ctx=n_ctx, **{**ENCDEC_PRESETS[name], **overrides})
