@@ -45,6 +45,41 @@ def to_plain(cfg: DictConfig | dict) -> dict[str, Any]:
         raise ConfigError(f"{key}: {msg}" if key else msg) from None
 
 
+TASKS = ("lm", "seq2seq")
+ENCDEC_TIES = {True: "all", False: "none"}  # model.tie_embeddings as a bool (the decoder-only default) -> EncDecConfig's
+
+
+def task_kind(c: dict[str, Any]) -> str:
+    """`lm` (decoder-only, the default) or `seq2seq` (encoder-decoder), from the `task` group."""
+    return str((c.get("task") or {}).get("kind", "lm"))
+
+
+def encdec_config(model: dict[str, Any], vocab_size: int, pad_id: int | None = None):
+    """arch.EncDecConfig from the `model` node of a task=seq2seq run: n_layers is the default depth of both stacks
+    (n_encoder_layers / n_decoder_layers override it), tie_embeddings true/false mean all/none; block must be
+    sequential and window null (the encoder-decoder has neither); src_pad_id is the tokenizer's <|pad|>."""
+    from arch import EncDecConfig
+
+    d = dict(model)
+    d["vocab_size"] = int(vocab_size)
+    n_layers = d.pop("n_layers", None)
+    if d.pop("shape", None):
+        raise ConfigError("model.shape: the shape solver is decoder-only; set d_model / n_layers for task=seq2seq")
+    if d.pop("block", "sequential") != "sequential":
+        raise ConfigError("model.block: the encoder-decoder has sequential blocks only (no model/block=parallel)")
+    if d.pop("window", None) is not None:
+        raise ConfigError("model.window: the encoder-decoder has full attention only (no sliding window)")
+    for key in ("n_encoder_layers", "n_decoder_layers"):
+        if d.get(key) is None:
+            d[key] = n_layers
+    d["tie_embeddings"] = ENCDEC_TIES.get(d.get("tie_embeddings"), d.get("tie_embeddings"))
+    d["src_pad_id"] = pad_id
+    try:
+        return EncDecConfig.from_dict(d)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"model: {e}") from None
+
+
 def model_config(model: dict[str, Any], vocab_size: int):
     """arch.ModelConfig from the `model` node; `shape: {n_params, n_layers | aspect_ratio[, n_heads | d_head]}`
     replaces d_model / n_layers / n_heads / d_head by arch.shape_for's solution for that non-embedding budget."""
@@ -169,6 +204,10 @@ def rules() -> dict[str, Rule]:
 
     return {
         "experiment_name": STR,
+        "task.kind": choice(TASKS),
+        "model.n_encoder_layers": POS_INT_OR_NULL,
+        "model.n_decoder_layers": POS_INT_OR_NULL,
+        "model.scale_embeddings": BOOL,
         "seed": Rule("int", lo=0),
         # optim
         "optim.name": choice(OPTIMIZERS),
@@ -212,7 +251,7 @@ def rules() -> dict[str, Rule]:
         "model.pos.rope_scaling_factor": Rule("number", lo=1),
         "model.pos.original_n_ctx": POS_INT_OR_NULL,
         "model.bias": BOOL,
-        "model.tie_embeddings": BOOL,
+        "model.tie_embeddings": Rule("choice", choices=(True, False, "all", "inputs", "decoder", "none")),
         "model.dropout": Rule("number", lo=0, hi=1, hi_open=True),
         "model.layer_norm_eps": POS_NUMBER,
         "model.pos.kind": choice(POS_KINDS),
@@ -312,6 +351,12 @@ def validate(cfg: DictConfig | dict) -> dict[str, Any]:
 
     # the model with a stand-in vocabulary (the real one comes from the tokenizer): catches every bad shape
     vocab = c["tokenizer"].get("vocab_size") if c["tokenizer"]["mode"] == "train" else 512
+    if task_kind(c) == "seq2seq":
+        from experiments import seq2seq_data
+
+        mc = encdec_config(c["model"], vocab_size=int(vocab or 512))
+        seq2seq_data.check_source(c["data"])
+        return c
     mc = model_config(c["model"], vocab_size=int(vocab or 512))
     if mc.pos.kind == "learned" and c["train"]["n_ctx"] > mc.n_ctx:
         raise ConfigError(f"train.n_ctx: {c['train']['n_ctx']} exceeds model.n_ctx={mc.n_ctx} (learned positions)")

@@ -103,6 +103,8 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     from experiments.evaluate import evaluate_model, length_extrapolation
 
     model, tok, cfg = load_run(args.run_dir, which=args.which, device=args.device)
+    if hasattr(model, "encoder"):
+        return evaluate_seq2seq_run(args, model, cfg)
     ids, bpt, what = _tokens(args, cfg, tok)
     n_ctx = int(cfg["train"]["n_ctx"])
     ids = ids[: max(args.max_tokens, n_ctx + 1)]
@@ -116,7 +118,38 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
             "bytes_per_token": bpt, "n_ctx": n_ctx, **metrics, **extrap}
 
 
+def evaluate_seq2seq_run(args: argparse.Namespace, model, cfg: dict[str, Any]) -> dict[str, Any]:
+    """An encoder-decoder run: loss, token accuracy and exact match (overall and per length) on the test split of
+    its data config (or of `data...` overrides), with the run's own tokenizer."""
+    from experiments.compose import compose_config
+    from experiments.config_check import to_plain
+    from experiments.finished_run import tokenizer_file
+    from experiments.seq2seq_data import prepare_pairs
+    from experiments.seq2seq_eval import evaluate_seq2seq
+
+    if args.text:
+        raise EvalError("--text scores a language model; an encoder-decoder run is scored on pairs (data=... overrides)")
+    data_cfg = dict(cfg["data"])
+    if args.overrides:
+        data_cfg = {**to_plain(compose_config(["task=seq2seq", *args.overrides]))["data"], "cache_dir": data_cfg.get("cache_dir")}
+    try:
+        p = prepare_pairs(data_cfg, {"mode": "load", "path": str(tokenizer_file(args.run_dir, cfg))}, data_cfg["cache_dir"])
+    except ConfigError as e:
+        raise EvalError(str(e)) from None
+    r = evaluate_seq2seq(model, p.test, pad_id=p.pad_id, bos_id=p.bos_id, eos_id=p.eos_id, batch_size=args.batch_size,
+                         device=args.device, prefix="test")
+    return {"run_dir": str(args.run_dir), "which": args.which, "scored": f"{p.name}: {len(p.test.src)} test pairs", **r}
+
+
 def format_table(r: dict[str, Any]) -> str:
+    if "test/exact_match" in r:  # an encoder-decoder run
+        lines = [f"run          {r['run_dir']} ({r['which']} weights)", f"scored       {r['scored']}", "",
+                 f"loss         {r['test/loss']:.4f} nats/token", f"token acc    {r['test/token_acc']:.4f}",
+                 f"exact match  {r['test/exact_match']:.4f}", "", "length   exact match   token acc"]
+        lengths = sorted(int(k.rsplit("@len", 1)[1]) for k in r if k.startswith("test/token_acc@len"))
+        lines += [f"{k:>6}   {r.get(f'test/exact_match@len{k}', float('nan')):>11.4f}   {r[f'test/token_acc@len{k}']:>9.4f}"
+                  for k in lengths]
+        return "\n".join(lines)
     def num(v: Any) -> str:
         return "N/A" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.4f}"
 

@@ -75,9 +75,16 @@ def load_tokenizer(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None
         raise RunLoadError(f"cannot load the run's tokenizer: {e}") from None
 
 
+def config_from_dict(d: dict[str, Any]):
+    """The arch config a weights file describes: an EncDecConfig (encoder-decoder runs) or a ModelConfig."""
+    from arch import EncDecConfig, ModelConfig
+
+    return (EncDecConfig if "n_encoder_layers" in d else ModelConfig).from_dict(d)
+
+
 def load_run(run_dir: str | os.PathLike, which: str | int = "best", device: str | torch.device = "cpu"):
     """(model in eval mode on `device`, tokenizer, cfg dict) of a run dir; see the module docstring."""
-    from arch import ModelConfig, build_model
+    from arch import build_model
 
     rd = RunDir(run_dir)
     try:
@@ -89,12 +96,11 @@ def load_run(run_dir: str | os.PathLike, which: str | int = "best", device: str 
     path = weights_path(rd.path, which)
     try:
         if path.name == WEIGHTS or path.suffix == ".safetensors":
-            model_cfg = read_weights_meta(path)["model_config"]
-            model = build_model(ModelConfig.from_dict(model_cfg))
+            model = build_model(config_from_dict(read_weights_meta(path)["model_config"]))
             load_weights(model, path)
         else:  # legacy checkpoints/last.pt
             state = Checkpoints(rd.checkpoint_dir).load_state(path)
-            model = build_model(ModelConfig.from_dict(state["model_config"]))
+            model = build_model(config_from_dict(state["model_config"]))
             model.load_state_dict(state["model"])
     except CheckpointError as e:
         raise RunLoadError(str(e)) from None

@@ -12,7 +12,8 @@ across tokens is printed once its last byte arrives. Generation stops at `<|endo
 it. An empty prompt starts from `<|endoftext|>` (as GPT-2 does). `--seed` makes sampling reproducible: the same
 seed gives the same text. Samples are generated one after another, each under a `--- sample i ---` line when
 there are several. Errors (bad run dir, bad values) are one line, `sample: error: ...`, exit 2.
-Not handled: seq2seq runs (`--src`, until archlab has encoder-decoder runs), batching several prompts.
+Seq2seq (encoder-decoder) runs take `--src TEXT`: the decoder starts from `<|bos|>` and stops at `<|eos|>`.
+Not handled: batching several prompts or sources.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 
 import torch
 
+from arch.generate import generate
 from experiments.finished_run import RunLoadError, load_run
 
 EOT = "<|endoftext|>"
@@ -34,6 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prompt", default="", help="text to continue (default: empty = start of a document)")
     src.add_argument("--prompt-file", help="read the prompt from this file")
+    p.add_argument("--src", help="seq2seq runs: the source to transform (the decoder starts from <|bos|>)")
     p.add_argument("--max-new-tokens", type=int, default=100)
     p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=None)
@@ -84,12 +87,25 @@ def sample(a: argparse.Namespace, out=None) -> list[str]:
     out = out or sys.stdout
     model, tok, _ = load_run(a.run_dir, which=a.which, device=a.device)
     prompt = a.prompt if a.prompt_file is None else open(a.prompt_file, encoding="utf-8").read()
-    eot = tok.special_tokens.get(EOT)
-    ids = tok.encode(prompt, allowed_special=set(), disallowed_special=()) if prompt else []
-    if not ids:
-        if eot is None:
-            raise RunLoadError("an empty prompt needs <|endoftext|> in the tokenizer; pass --prompt")
-        ids = [eot]
+    seq2seq = hasattr(model, "encoder")
+    if seq2seq != (a.src is not None):
+        raise RunLoadError("this run is an encoder-decoder: pass --src TEXT" if seq2seq else
+                           "--src is for encoder-decoder (task=seq2seq) runs; this one continues a --prompt")
+    kwargs: dict = {}
+    if seq2seq:  # the decoder starts from <|bos|> (+ the prompt, if any) and ends at <|eos|>
+        from experiments.seq2seq_data import special_ids
+
+        _, bos, eot = special_ids(tok)
+        src = tok.encode(a.src, allowed_special=set(), disallowed_special=()) + [eot]
+        kwargs["src"] = torch.tensor([src], device=a.device)
+        ids = [bos] + (tok.encode(prompt, allowed_special=set(), disallowed_special=()) if prompt else [])
+    else:
+        eot = tok.special_tokens.get(EOT)
+        ids = tok.encode(prompt, allowed_special=set(), disallowed_special=()) if prompt else []
+        if not ids:
+            if eot is None:
+                raise RunLoadError("an empty prompt needs <|endoftext|> in the tokenizer; pass --prompt")
+            ids = [eot]
     prompt_ids = torch.tensor([ids], device=a.device)
     texts = []
     for i in range(a.num_samples):
@@ -99,9 +115,9 @@ def sample(a: argparse.Namespace, out=None) -> list[str]:
         printer = Printer(tok, out)
         generator = torch.Generator(device=a.device).manual_seed(a.seed + i)
         stream = None if a.num_beams > 1 else (lambda nxt: None if int(nxt[0]) == eot else printer([int(nxt[0])]))
-        result = model.generate(prompt_ids, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
-                                top_k=a.top_k, top_p=a.top_p, eos_id=eot, num_beams=a.num_beams,
-                                generator=generator, on_token=stream)
+        result = generate(model, prompt_ids, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+                          top_k=a.top_k, top_p=a.top_p, eos_id=eot, num_beams=a.num_beams, generator=generator,
+                          on_token=stream, **kwargs)
         new = [t for t in result[0, len(ids):].tolist() if t != eot]
         if a.num_beams > 1:
             printer(new)

@@ -69,6 +69,41 @@ def _read_columns(name: str, cfg: dict[str, Any]) -> list[tuple[str, str]]:
         raise ConfigError(f"data.path: {e}") from None
 
 
+SOURCES = ("seq2seq_synthetic", "seq2seq_pairs")
+
+
+def check_source(cfg: dict[str, Any]) -> None:
+    """Cheap checks of a seq2seq data config before anything is generated or read (one-line ConfigError)."""
+    from experiments.seq2seq_tasks import TASKS, _lengths
+
+    source = cfg.get("source")
+    if source not in SOURCES:
+        raise ConfigError(f"data.source: {source!r} is not a seq2seq source; choose from {', '.join(SOURCES)} "
+                          f"(task=seq2seq sets data=seq2seq_synthetic)")
+    if source == "seq2seq_synthetic":
+        if cfg.get("task") not in TASKS:
+            raise ConfigError(f"data.task: unknown task {cfg.get('task')!r}; choose from {', '.join(TASKS)}")
+        _lengths(cfg, "train_lengths")
+        _lengths(cfg, "test_lengths")
+        for key in ("n_train", "n_test_per_length"):
+            if not isinstance(cfg.get(key), int) or cfg[key] < 1:
+                raise ConfigError(f"data.{key}: must be an integer >= 1, got {cfg.get(key)!r}")
+        return
+    raw = str(cfg.get("path") or "")
+    if not raw:
+        raise ConfigError("data.path: required for data=seq2seq_pairs (a .tsv/.jsonl file or a datasets name)")
+    path = Path(raw).expanduser()
+    if path.suffix == ".tsv" and not path.is_file():
+        raise ConfigError(f"data.path: {raw} does not exist")
+    if path.suffix != ".tsv":
+        from tokenizer.datasets_source import DatasetError, check_dataset
+
+        try:
+            check_dataset(str(path) if path.exists() else raw, cfg.get("split", "train"))
+        except DatasetError as e:
+            raise ConfigError(f"data.path: {e}") from None
+
+
 def load_pairs(cfg: dict[str, Any]) -> PairSplit:
     """The train/test pairs of a seq2seq data config."""
     source = cfg.get("source")
@@ -140,3 +175,42 @@ class PairBatcher:
 def identity(cfg: dict[str, Any]) -> str:
     """A stable description of a seq2seq data config (for logs and run names)."""
     return json.dumps({k: cfg[k] for k in sorted(cfg) if k != "cache_dir"}, sort_keys=True, default=str)
+
+
+@dataclass
+class PreparedPairs:
+    """The data side of a seq2seq run: tokenizer, encoded train and test pairs, the special ids."""
+
+    tokenizer: Any
+    tokenizer_info: dict[str, Any]
+    train: EncodedPairs
+    test: EncodedPairs
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    name: str
+
+    @property
+    def mean_target_tokens(self) -> float:
+        """Mean decoder tokens per training pair (target + eos): the run's `tokens` count decoder tokens."""
+        return sum(map(len, self.train.tgt_out)) / len(self.train.tgt_out)
+
+    @property
+    def mean_source_tokens(self) -> float:
+        return sum(map(len, self.train.src)) / len(self.train.src)
+
+
+def prepare_pairs(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str, *,
+                  progress: bool = False) -> PreparedPairs:
+    """Pairs -> tokenizer (trained on the training sources and targets, cached by content; or loaded) -> ids."""
+    from experiments.data import Corpus
+    from experiments.tokenize_cache import get_tokenizer
+
+    split = load_pairs(data_cfg)
+    corpus = Corpus(name=split.name, train_docs=[s for s, _ in split.train] + [t for _, t in split.train],
+                    val_docs=[], identity={"seq2seq": identity(data_cfg)})
+    tok, info = get_tokenizer(corpus, tokenizer_cfg, cache_dir, progress=progress)
+    pad_id, bos_id, eos_id = special_ids(tok)
+    return PreparedPairs(tokenizer=tok, tokenizer_info=info, train=encode_pairs(tok, split.train),
+                         test=encode_pairs(tok, split.test, split.test_lengths), pad_id=pad_id, bos_id=bos_id,
+                         eos_id=eos_id, name=split.name)

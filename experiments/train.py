@@ -47,7 +47,7 @@ from torch import nn
 
 from experiments import distributed, resolvers  # noqa: F401  (resolvers registers ${archlab_dirname:...})
 from experiments.checkpoint import CheckpointError, Checkpoints, rng_state, save_weights, set_rng_state
-from experiments.config_check import model_config, to_plain, validate
+from experiments.config_check import encdec_config, model_config, task_kind, to_plain, validate
 from experiments.errors import ConfigError
 from experiments.interrupt import EXIT_CODE, RunInterrupted, StopRequest
 from experiments.rundir import RunDir, RunDirError
@@ -62,8 +62,8 @@ class _LossModule(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return self.model.loss(ids, targets)
+    def forward(self, *batch: torch.Tensor) -> torch.Tensor:
+        return self.model.loss(*batch)  # (ids, targets) | seq2seq (src, tgt_in, tgt_out)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -139,7 +139,15 @@ def training_budget(tc: dict[str, Any], flops_per_token: float) -> dict[str, Any
     return {"held": "steps", "tokens": None}
 
 
-def layer_grad_norms(blocks: nn.ModuleList) -> dict[str, float]:
+def model_blocks(model: nn.Module) -> list[nn.Module]:
+    """The residual blocks, input side first: a decoder-only model's blocks; an encoder-decoder's encoder blocks
+    then decoder blocks (grad_norm/layer_{i} counts through both stacks)."""
+    if hasattr(model, "blocks"):
+        return list(model.blocks)
+    return [*model.encoder.blocks, *model.decoder.blocks]
+
+
+def layer_grad_norms(blocks: list[nn.Module] | nn.ModuleList) -> dict[str, float]:
     """grad_norm/layer_{i}: the L2 norm of all gradients in block i (before clipping).
 
     Logged every `log_interval` steps, so it is kept cheap: one fused norm over every gradient (the kernel
@@ -262,6 +270,7 @@ class TrainingRun:
     def __init__(self, c: dict[str, Any], info: distributed.DistInfo, device: torch.device) -> None:
         self.c, self.info, self.device = c, info, device
         self.tc, self.seed = c["train"], int(c["seed"])
+        self.task = task_kind(c)  # lm | seq2seq
         self.is_main = info.is_main
         self.progress = bool(self.tc["progress"]) and self.is_main
         self.rd = RunDir(distributed.broadcast_object(str(resolve_run_dir(c))))
@@ -313,6 +322,8 @@ class TrainingRun:
         if self.is_main:  # the first thing a job says, before a tokenizer trains or a corpus is read
             log.info("run dir %s: preparing data (data=%s, tokenizer=%s)", self.run_dir, self.c["data"].get("source"),
                      self.c["tokenizer"].get("mode"))
+        if self.task == "seq2seq":
+            return self.load_pairs()
         from experiments.data import WindowSampler, rank_seed
 
         prepared = tokenize_cache.prepare_data(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"],
@@ -329,13 +340,30 @@ class TrainingRun:
             raise ConfigError(f"the validation split has {len(self.data.val)} tokens, fewer than n_ctx + 1; "
                               f"raise data.val_fraction")
 
+    def load_pairs(self) -> None:
+        """task=seq2seq: pairs -> tokenizer -> ids -> a seeded random batcher of padded (src, tgt_in, tgt_out)."""
+        from experiments.data import rank_seed
+        from experiments.seq2seq_data import PairBatcher, prepare_pairs
+
+        p = prepare_pairs(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"], progress=self.progress)
+        self.pairs, self.tok, self.tok_info = p, p.tokenizer, p.tokenizer_info
+        longest = max(max(map(len, rows)) for rows in (p.train.src, p.train.tgt_in, p.test.src, p.test.tgt_in))
+        if self.is_main:
+            log.info("pairs %s: %d train / %d test, vocab %d, longest sequence %d tokens", p.name, len(p.train.src),
+                     len(p.test.src), self.tok.vocab_size, longest)
+        self.generator = torch.Generator().manual_seed(rank_seed(self.seed, self.info.rank))
+        self.sampler = PairBatcher(p.train, int(self.tc["batch_size"]), p.pad_id, self.generator)
+
     def build_model(self) -> None:
         """The model (vocab_size from the tokenizer, shape solved if model.shape is set), optimizer, step function."""
         import arch  # via the module: tests patch arch.build_model
         from experiments.optim import build_optimizer
 
         c, tc, info = self.c, self.tc, self.info
-        self.mcfg = model_config(c["model"], vocab_size=self.tok.vocab_size)
+        if self.task == "seq2seq":
+            self.mcfg = encdec_config(c["model"], vocab_size=self.tok.vocab_size, pad_id=self.pairs.pad_id)
+        else:
+            self.mcfg = model_config(c["model"], vocab_size=self.tok.vocab_size)
         resolved_model = {**self.mcfg.to_dict(), "shape": c["model"].get("shape")}
         self.c = c = {**c, "model": resolved_model, "tokenizer": {**c["tokenizer"], "resolved_path": self.tok_info["path"]}}
         random.seed(self.seed)
@@ -349,8 +377,12 @@ class TrainingRun:
 
         B, T, accum = int(tc["batch_size"]), int(tc["n_ctx"]), int(tc["grad_accum"])
         self.accum = accum
+        if self.task == "seq2seq":  # tokens = decoder tokens (mean target length); FLOPs per decoder token
+            T = max(1, round(self.pairs.mean_target_tokens))
+            self.fpt = arch.flops_per_token(self.mcfg, seq_len=T, src_len=max(1, round(self.pairs.mean_source_tokens)))
+        else:
+            self.fpt = arch.flops_per_token(self.mcfg, seq_len=T)
         self.tokens_per_step = B * T * accum * info.world_size
-        self.fpt = arch.flops_per_token(self.mcfg, seq_len=T)
         self.budget = training_budget(tc, self.fpt)
         self.total_steps = math.ceil(self.budget["tokens"] / self.tokens_per_step) if self.budget["tokens"] else int(tc["steps"])
         self.params = arch.count_params(self.mcfg)
@@ -484,17 +516,16 @@ class TrainingRun:
             group["lr"] = lr
         loss_sum = torch.zeros((), device=device)
         for micro in range(self.accum):
-            x, y = self.sampler.next()
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            batch = tuple(t.to(device, non_blocking=True) for t in self.sampler.next())  # (x, y) | (src, tgt_in, tgt_out)
             no_sync = self.loss_module.no_sync() if info.enabled and micro < self.accum - 1 else nullcontext()
             with no_sync:
                 with self.amp:
-                    loss = self.loss_module(x, y)
+                    loss = self.loss_module(*batch)
                 (loss / self.accum).backward()
             loss_sum += loss.detach().float()
         train_loss = distributed.mean_across_ranks(float(loss_sum.item()) / self.accum, device)
         log_now = self.is_main and ((self.step + 1) % int(tc["log_interval"]) == 0 or self.step + 1 == self.total_steps)
-        layer_norms = layer_grad_norms(self.model.blocks) if log_now or not math.isfinite(train_loss) else {}
+        layer_norms = layer_grad_norms(model_blocks(self.model)) if log_now or not math.isfinite(train_loss) else {}
         clip = tc.get("grad_clip")
         grad_norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), float(clip) if clip else float("inf")))
 
@@ -523,18 +554,9 @@ class TrainingRun:
         return None
 
     def evaluate(self, final: bool) -> None:
-        from experiments.evaluate import evaluate_model, length_extrapolation
-
-        tc, T = self.tc, int(self.tc["n_ctx"])
         row: dict[str, Any] = {"tokens": self.tokens, "flops": self.fpt * self.tokens}
         with self.amp:
-            row.update(evaluate_model(self.model, self.data.val, n_ctx=T, batch_size=int(tc["eval_batch_size"]),
-                                      max_batches=int(tc["eval_batches"]), bytes_per_token=self.data.bytes_per_token,
-                                      device=self.device))
-            if tc["extrap"] == "every_eval" or (tc["extrap"] == "end" and final):
-                row.update(length_extrapolation(self.model, self.data.val, n_ctx=T, factors=tuple(tc["extrap_factors"]),
-                                                max_tokens=int(tc["extrap_max_tokens"]), device=self.device,
-                                                batch_size=int(tc["eval_batch_size"])))
+            row.update(self.eval_seq2seq(final) if self.task == "seq2seq" else self.eval_lm(final))
         row["time"] = time.perf_counter() - self.t_start
         self.tracker.log(row, step=self.step)
         best = self.hist["best_val_loss"]
@@ -542,6 +564,31 @@ class TrainingRun:
             save_weights(Checkpoints(self.rd.checkpoint_dir).best, self.model, self.mcfg.to_dict(), step=self.step,
                          tokens=self.tokens, val_loss=row["val/loss"])
         _record_eval(self.hist, row)
+
+    def eval_lm(self, final: bool) -> dict[str, Any]:
+        """val/loss, val/ppl, val/bpb, attention entropy; length extrapolation per train.extrap."""
+        from experiments.evaluate import evaluate_model, length_extrapolation
+
+        tc, T = self.tc, int(self.tc["n_ctx"])
+        row = evaluate_model(self.model, self.data.val, n_ctx=T, batch_size=int(tc["eval_batch_size"]),
+                             max_batches=int(tc["eval_batches"]), bytes_per_token=self.data.bytes_per_token,
+                             device=self.device)
+        if tc["extrap"] == "every_eval" or (tc["extrap"] == "end" and final):
+            row.update(length_extrapolation(self.model, self.data.val, n_ctx=T, factors=tuple(tc["extrap_factors"]),
+                                            max_tokens=int(tc["extrap_max_tokens"]), device=self.device,
+                                            batch_size=int(tc["eval_batch_size"])))
+        return row
+
+    def eval_seq2seq(self, final: bool) -> dict[str, Any]:
+        """val/loss, val/ppl, val/token_acc, val/exact_match(@len{k}) on the test split: a sample of
+        eval_batches x eval_batch_size pairs at intermediate evals, all of it at the last one."""
+        from experiments.seq2seq_eval import evaluate_seq2seq
+
+        tc, p = self.tc, self.pairs
+        row = evaluate_seq2seq(self.model, p.test, pad_id=p.pad_id, bos_id=p.bos_id, eos_id=p.eos_id,
+                               batch_size=int(tc["eval_batch_size"]), device=self.device, prefix="val",
+                               max_pairs=None if final else int(tc["eval_batches"]) * int(tc["eval_batch_size"]))
+        return {**row, "val/ppl": math.exp(min(row["val/loss"], 700.0))}
 
     def checkpoint(self) -> None:
         states = distributed.gather_objects({**rng_state(), "data": self.generator.get_state()})

@@ -25,13 +25,15 @@ from experiments.compare.stats import (
     finite_prefix,
     mean_std,
     num,
+    run_by_length,
     run_extrap,
     series,
     stat_runs,
 )
 
 LAYER_RE = re.compile(r"grad_norm/layer_(\d+)$")
-FIXED_FIGURES = ("extrapolation.png", "grad_norm_per_layer.png", "aspect_ratio.png")
+FIXED_FIGURES = ("extrapolation.png", "exact_match_vs_length.png", "grad_norm_per_layer.png", "aspect_ratio.png")
+LENGTH_METRIC = "val/exact_match"  # seq2seq runs log val/exact_match@len{k} at each eval (experiments/seq2seq_eval.py)
 
 
 def slug(metric: str) -> str:
@@ -97,6 +99,19 @@ def _extrap_data(groups: list[Group]) -> tuple[list[dict[str, Any]], list[str], 
         out.append({"label": g.label, "color": g.color, "points": points})
     order = [m for m in ("nonoverlap", "sliding") if m in modes_seen] + [m for m in modes_seen if m not in ("nonoverlap", "sliding")]
     return out, order, notes
+
+
+def _length_data(groups: list[Group], metric: str = LENGTH_METRIC) -> list[dict[str, Any]]:
+    """Per group: [(k, mean, std, n)] of the final `{metric}@len{k}` over the group's runs."""
+    out = []
+    for g in groups:
+        per: dict[int, list[float]] = {}
+        for r in stat_runs(g):
+            for k, v in run_by_length(r, metric).items():
+                per.setdefault(k, []).append(v)
+        out.append({"label": g.label, "color": g.color,
+                    "points": [(k, *mean_std(vals)) for k, vals in sorted(per.items())]})
+    return out
 
 
 def _layer_means(run: Run, max_step: float | None) -> dict[int, float]:
@@ -245,6 +260,15 @@ def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str],
     else:
         notes.append("length extrapolation: skipped (no run logged extrap/... values)")
 
+    lengths = _length_data(groups)
+    if any(d["points"] for d in lengths):
+        train_lengths = {tuple(r.flat.get("data.train_lengths") or ()) for r in runs}
+        trained = next(iter(train_lengths)) if len(train_lengths) == 1 and len(next(iter(train_lengths))) == 2 else None
+        plots.plot_by_length(out / "exact_match_vs_length.png", lengths, "exact match", trained,
+                             "Length generalisation: exact match vs test length")
+        add("exact_match_vs_length.png", "Exact match vs test length",
+            "Greedy exact match of the last eval per task length, mean ± std over seeds"
+            + (f"; the shaded band marks the training lengths {trained[0]}–{trained[1]}." if trained else "."))
     gd, panels = _grad_data(groups)
     if gd:
         plots.plot_grad_norms(out / "grad_norm_per_layer.png", gd, panels, "Mean gradient norm per layer")

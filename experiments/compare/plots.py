@@ -156,6 +156,26 @@ def plot_extrapolation(path: Path, groups: list[dict[str, Any]], modes: list[str
     return _save(fig, path)
 
 
+def plot_by_length(path: Path, groups: list[dict[str, Any]], ylabel: str, trained: tuple[int, int] | None,
+                   title: str) -> Path:
+    """A metric vs task length, one line per group (mean ± std); the training lengths shaded.
+
+    groups: [{label, color, points: [(k, mean, std, n)]}]."""
+    fig, ax = plt.subplots(figsize=(7.4, 4.7))
+    if trained:
+        ax.axvspan(trained[0] - 0.5, trained[1] + 0.5, color="#000000", alpha=0.06, lw=0, label="training lengths")
+    for g in groups:
+        if g["points"]:
+            ks, mean, std, _ = (np.asarray(v, dtype=float) for v in zip(*g["points"]))
+            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], marker="o", ms=4,
+                        capsize=3, lw=2, label=g["label"])
+    ax.set_xlabel("task length")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(title, fontweight="bold")
+    return _save(fig, path)
+
+
 def plot_grad_norms(path: Path, groups: list[dict[str, Any]], panels: list[str], title: str) -> Path:
     """Mean gradient norm per layer index, one line per group; one panel per phase (e.g. early / whole run).
 

@@ -144,6 +144,20 @@ def best_value(run: Run, metric: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else final_value(run, metric)
 
 
+LENGTH_RE = re.compile(r"(?P<metric>.+)@len(?P<k>\d+)$")
+
+
+def run_by_length(run: Run, metric: str) -> dict[int, float]:
+    """{task length k: value} of `{metric}@len{k}` keys (seq2seq runs: val/exact_match@len12, ...) from the last
+    eval line that has them; {} when the run logged none."""
+    for line in reversed(run.metrics):
+        found = {int(m["k"]): float(v) for key, v in line.items()
+                 if (m := LENGTH_RE.match(key)) and m["metric"] == metric and isinstance(v, (int, float))}
+        if found:
+            return found
+    return {}
+
+
 def run_extrap(run: Run) -> dict[tuple[str, float], float | None]:
     """{(mode, k): loss or None} from the summary's `extrap`, else the last eval line that has extrap keys."""
     source: dict[str, Any] = {}
