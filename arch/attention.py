@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from arch.config import ModelConfig
+from arch.hooks import PointHooks
 from arch.kv_cache import KVCache
 from arch.manual_attention import manual_attention, mix_values, qk_scores
 from arch.norms import build_norm
@@ -50,24 +51,28 @@ class Step:
     bias: Tensor | None  # (H or 1, T, Tk) additive bias, causal mask folded in; None -> plain causal
     rotate: Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]]  # positional.rotate (identity unless rope)
     kv_cache: KVCache | None = None
-    capture: dict[str, Tensor] | None = None  # run_with_cache fills attn_pattern.{i} here
+    hooks: PointHooks | None = None  # this block's hooks (arch.hooks); None: none set, the plain path runs
     causal: bool = True  # False in an encoder: self-attention sees every key, and bias None means no mask
     memory: Tensor | None = None  # encoder-decoder: the encoder output (B, S, C) that cross-attention reads
     memory_bias: Tensor | None = None  # (B, 1, 1, S): -inf at padded source keys, 0 elsewhere; None: no padding
 
 
-def explicit_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float,
-                       return_pattern: bool = False, causal: bool = True) -> Tensor | tuple[Tensor, Tensor]:
-    """softmax(q k^T * scale + bias) v; with return_pattern also the (B, H, T, Tk) pattern before dropout."""
-    G = q.shape[1] // k.shape[1]  # query heads per key/value head (1: multi-head)
-    s = qk_scores(q, k, G) * scale  # (B, H, T, Tk)
+def attention_pattern(q: Tensor, k: Tensor, bias: Tensor | None, scale: float, causal: bool = True) -> Tensor:
+    """softmax(q k^T * scale + bias) over the keys: (B, H, T, Tk), rows sum to 1 (the explicit kernel's pattern)."""
+    s = qk_scores(q, k, q.shape[1] // k.shape[1]) * scale  # (B, H, T, Tk)
     if bias is not None:
         s = s + bias
     elif causal and q.shape[-2] > 1:
         t, tk = s.shape[-2:]
         s = s.masked_fill(torch.ones(t, tk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    a = torch.softmax(s, dim=-1)  # (B, H, T, Tk)
-    z = mix_values(F.dropout(a, dropout_p) if dropout_p > 0.0 else a, v, G)  # (B, H, T, D)
+    return torch.softmax(s, dim=-1)
+
+
+def explicit_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float,
+                       return_pattern: bool = False, causal: bool = True) -> Tensor | tuple[Tensor, Tensor]:
+    """softmax(q k^T * scale + bias) v; with return_pattern also the (B, H, T, Tk) pattern before dropout."""
+    a = attention_pattern(q, k, bias, scale, causal)  # (B, H, T, Tk)
+    z = mix_values(F.dropout(a, dropout_p) if dropout_p > 0.0 else a, v, q.shape[1] // k.shape[1])  # (B, H, T, D)
     return (z, a) if return_pattern else z
 
 
@@ -122,17 +127,22 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         q, k = self.q_norm(q), self.k_norm(k)
         q, k = step.rotate(q, k, step.start)
+        hooks = step.hooks
+        if hooks is not None:
+            q, k, v = hooks.fire("attn.hook_q", q), hooks.fire("attn.hook_k", k), hooks.fire("attn.hook_v", v)
         if step.kv_cache is not None:
             k, v = step.kv_cache.update(self.layer_idx, k, v)  # (B, Hkv, Tk, D)
         p = self.dropout_p if self.training else 0.0
-        if step.capture is not None:  # capture mode: always explicit, so the pattern exists
-            z, pattern = explicit_attention(q, k, v, step.bias, p, self.scale, return_pattern=True,
-                                            causal=step.causal)
-            step.capture[f"attn_pattern.{self.layer_idx}"] = pattern
+        if hooks is not None and hooks.has("attn.hook_pattern"):  # sdpa never forms the pattern: explicit here
+            a = hooks.fire("attn.hook_pattern", attention_pattern(q, k, step.bias, self.scale, step.causal))
+            z = mix_values(F.dropout(a, p) if p > 0.0 else a, v, H // Hkv)  # (B, H, T, D)
         else:
             z = self.kernel(q, k, v, step.bias, p, self.scale, causal=step.causal)  # (B, H, T, D)
-        z = z.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H*D)
-        return self.resid_dropout(self.c_proj(z))
+        z = z.transpose(1, 2)  # (B, T, H, D)
+        if hooks is None:
+            return self.resid_dropout(self.c_proj(z.reshape(B, T, H * D)))
+        z = hooks.fire("attn.hook_z", z)
+        return hooks.fire("hook_attn_out", self.resid_dropout(self.c_proj(z.reshape(B, T, H * D))))
 
 
 class CrossAttention(nn.Module):

@@ -8,6 +8,8 @@ x + ln_1_out(F(ln_1(x))). Each class says with `final_norm` whether the model ne
 the last block. Dropout lives inside the sublayers (on their outputs). CROSS_BLOCKS (by norm placement) are the
 decoder blocks of an encoder-decoder (arch.encdec): self-attention, then cross-attention over the encoder
 output, then the MLP, each sublayer normed as its placement says; the encoder's blocks are BLOCKS.
+Hook points (arch.hooks): a sequential block fires `step.hooks` hook_resid_mid on the stream between its two
+sublayers (after ln_1 for post-LN) and passes them to the MLP; parallel blocks have no such point.
 Not handled: DeepNorm residual scaling, parallel blocks with cross-attention, PaLM's fused attn+mlp input
 projection (the math is the same, the kernels are not).
 """
@@ -49,7 +51,9 @@ class PreNormBlock(Block):
 
     def forward(self, x: Tensor, step: Step) -> Tensor:
         x = x + self.attn(self.ln_1(x), step)
-        x = x + self.mlp(self.ln_2(x))
+        if step.hooks is not None:
+            x = step.hooks.fire("hook_resid_mid", x)
+        x = x + self.mlp(self.ln_2(x), step.hooks)
         return x
 
 
@@ -64,7 +68,9 @@ class PostNormBlock(Block):
 
     def forward(self, x: Tensor, step: Step) -> Tensor:
         x = self.ln_1(x + self.attn(x, step))
-        x = self.ln_2(x + self.mlp(x))
+        if step.hooks is not None:
+            x = step.hooks.fire("hook_resid_mid", x)
+        x = self.ln_2(x + self.mlp(x, step.hooks))
         return x
 
 
@@ -84,7 +90,9 @@ class SandwichNormBlock(Block):
 
     def forward(self, x: Tensor, step: Step) -> Tensor:
         x = x + self.ln_1_out(self.attn(self.ln_1(x), step))
-        x = x + self.ln_2_out(self.mlp(self.ln_2(x)))
+        if step.hooks is not None:
+            x = step.hooks.fire("hook_resid_mid", x)
+        x = x + self.ln_2_out(self.mlp(self.ln_2(x), step.hooks))
         return x
 
 
@@ -115,7 +123,7 @@ class ParallelPreNormBlock(ParallelBlock):
 
     def forward(self, x: Tensor, step: Step) -> Tensor:
         h = self.ln_1(x)
-        return x + self.attn(h, step) + self.mlp(h)
+        return x + self.attn(h, step) + self.mlp(h, step.hooks)
 
 
 class ParallelPostNormBlock(ParallelBlock):
@@ -128,7 +136,7 @@ class ParallelPostNormBlock(ParallelBlock):
     final_norm = False
 
     def forward(self, x: Tensor, step: Step) -> Tensor:
-        return self.ln_1(x + self.attn(x, step) + self.mlp(x))
+        return self.ln_1(x + self.attn(x, step) + self.mlp(x, step.hooks))
 
 
 class ParallelSandwichNormBlock(ParallelBlock):
@@ -146,7 +154,7 @@ class ParallelSandwichNormBlock(ParallelBlock):
 
     def forward(self, x: Tensor, step: Step) -> Tensor:
         h = self.ln_1(x)
-        return x + self.ln_1_out(self.attn(h, step) + self.mlp(h))
+        return x + self.ln_1_out(self.attn(h, step) + self.mlp(h, step.hooks))
 
 
 class CrossPreNormBlock(PreNormBlock):

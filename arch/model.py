@@ -11,6 +11,8 @@ Sliding-window attention (cfg.window) is a band folded into the causal mask, so 
 encoding gets it through the same additive bias.
 model.loss(ids, targets) uses the chunked fused lm_head + cross-entropy of arch.fused_loss (never stores the
 logits) where arch.fused_loss.use_fused allows; model(ids) still returns the logits.
+Hook points (read or patch any activation: run_with_hooks, `with model.hooks(...)`, run_with_cache) and the logit
+lens live in arch.hooks; with no hook set the forward pass checks one attribute and runs the plain loop.
 The encoder-decoder (arch.encdec) reuses CausalMasking, lm_loss, INITS and the blocks; build_model builds it
 from an EncDecConfig. Not handled here: padding masks (left-padded batches), mixed-precision policy.
 """
@@ -18,17 +20,21 @@ from an EncDecConfig. Not handled here: padding masks (left-padded batches), mix
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from arch import hooks as hooks_mod
 from arch.attention import CausalSelfAttention, CrossAttention, Step
 from arch.block import block_class
 from arch.config import EncDecConfig, ModelConfig
 from arch.fused_loss import fused_linear_cross_entropy, use_fused
+from arch.hooks import HookFn, HookSet, NameOrFilter
 from arch.kv_cache import KVCache
 from arch.mlp import MLP
 from arch.norms import build_norm
@@ -140,6 +146,7 @@ class Transformer(CausalMasking, nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight  # one Parameter, listed once (as wte.weight)
         self.fused_loss = True  # loss() default: chunked fused lm_head + cross-entropy (arch.fused_loss)
+        self._hook_set: HookSet | None = None  # forward hooks while a model.hooks(...) block is open (arch.hooks)
         # 0 where key j is visible to query i (j <= i, and i - window < j with a window), -inf elsewhere: folded
         # into float biases (sdpa cannot mix is_causal + mask)
         self.register_buffer("causal_mask", self._causal_table(cfg.n_ctx), persistent=False)
@@ -153,13 +160,11 @@ class Transformer(CausalMasking, nn.Module):
     def new_kv_cache(self, batch_size: int) -> KVCache:
         return KVCache(self.cfg.n_layers, batch_size)
 
-    def forward(self, ids: Tensor, kv_cache: KVCache | None = None,
-                capture: dict[str, Tensor] | None = None) -> Tensor:
+    def forward(self, ids: Tensor, kv_cache: KVCache | None = None) -> Tensor:
         """ids (B, T) long -> logits (B, T, V). With kv_cache, ids are the next T positions after the cache."""
-        return self.lm_head(self.hidden(ids, kv_cache=kv_cache, capture=capture))  # (B, T, V)
+        return self.lm_head(self.hidden(ids, kv_cache=kv_cache))  # (B, T, V)
 
-    def hidden(self, ids: Tensor, kv_cache: KVCache | None = None,
-               capture: dict[str, Tensor] | None = None) -> Tensor:
+    def hidden(self, ids: Tensor, kv_cache: KVCache | None = None) -> Tensor:
         """ids (B, T) -> final hidden states (B, T, C) (after ln_f), the input of lm_head."""
         B, T = ids.shape
         start = 0
@@ -168,19 +173,21 @@ class Transformer(CausalMasking, nn.Module):
                 raise ValueError(f"kv_cache holds batch_size={kv_cache.batch_size}; got ids with B={B}")
             start = kv_cache.length
         x = self.drop(self.pos.embed(self.wte(ids), start))  # (B, T, C)
-        step = Step(start=start, bias=self._attn_bias(start, T), rotate=self.pos.rotate,
-                    kv_cache=kv_cache, capture=capture)
-        if capture is not None:
-            capture["embed"] = x
-        for i, block in enumerate(self.blocks):
-            if capture is not None:
-                capture[f"resid_pre.{i}"] = x
-            x = block(x, step)
-            if capture is not None:
-                capture[f"resid_post.{i}"] = x
-        x = self.ln_f(x)
-        if capture is not None:
-            capture["final"] = x
+        step = Step(start=start, bias=self._attn_bias(start, T), rotate=self.pos.rotate, kv_cache=kv_cache)
+        hooks = self._hook_set
+        if hooks is None:
+            for block in self.blocks:
+                x = block(x, step)
+            x = self.ln_f(x)
+        else:  # hooks set (arch.hooks): each block gets its own in step.hooks; a block with none runs as above
+            x = hooks.top.fire("hook_embed", x)
+            for block, layer in zip(self.blocks, hooks.layers):
+                if layer is None:
+                    x = block(x, step)
+                    continue
+                x = layer.fire("hook_resid_pre", x)
+                x = layer.fire("hook_resid_post", block(x, replace(step, hooks=layer)))
+            x = hooks.top.fire("hook_final", self.ln_f(x))
         if kv_cache is not None:
             kv_cache.advance(T)
         return x
@@ -194,12 +201,31 @@ class Transformer(CausalMasking, nn.Module):
         x = self.hidden(ids)
         return lm_loss(x, self.lm_head, targets, self.fused_loss if fused is None else fused)
 
-    def run_with_cache(self, ids: Tensor, kv_cache: KVCache | None = None) -> tuple[Tensor, dict[str, Tensor]]:
-        """logits plus activations: embed, resid_pre.{i}, resid_post.{i} (B, T, C), attn_pattern.{i}
-        (B, H, T, Tk) and final (B, T, C, after ln_f). Patterns are computed explicitly whatever cfg.attention."""
-        cache: dict[str, Tensor] = {}
-        logits = self(ids, kv_cache=kv_cache, capture=cache)
-        return logits, cache
+    def hooks(self, fwd_hooks: Iterable[tuple[NameOrFilter, HookFn]]) -> AbstractContextManager[Transformer]:
+        """`with model.hooks([(name or filter, fn), ...]):` sets forward hooks for the block, removed on exit (also
+        on an exception). fn(tensor, hook) returns None (read) or a replacement of the same shape. arch.hooks."""
+        return hooks_mod.hooks(self, fwd_hooks)
+
+    def run_with_hooks(self, ids: Tensor, fwd_hooks: Iterable[tuple[NameOrFilter, HookFn]] = (),
+                       kv_cache: KVCache | None = None) -> Tensor:
+        """logits (B, T, V) with fwd_hooks set for this call only (arch.hooks.run_with_hooks)."""
+        return hooks_mod.run_with_hooks(self, ids, fwd_hooks, kv_cache=kv_cache)
+
+    def hook_names(self) -> list[str]:
+        """Every hook point, in the order they fire: hook_embed, blocks.{i}.hook_resid_pre, ..., hook_final."""
+        return hooks_mod.hook_names(self)
+
+    def run_with_cache(self, ids: Tensor, kv_cache: KVCache | None = None,
+                       names: Sequence[str] | Callable[[str], bool] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """logits plus activations: by default embed, resid_pre.{i}, resid_post.{i} (B, T, C), attn_pattern.{i}
+        (B, H, T, Tk) and final (B, T, C, after ln_f); with `names` (hook names or a filter) those hook points,
+        keyed by hook name. A captured pattern makes its layer compute attention explicitly (arch.hooks)."""
+        return hooks_mod.run_with_cache(self, ids, kv_cache=kv_cache, names=names)
+
+    def logit_lens(self, ids: Tensor, kv_cache: KVCache | None = None) -> Tensor:
+        """(n_layers + 1, B, T, V) logits: lm_head(ln_f(.)) of the stream entering block 0 and leaving each block;
+        [-1] == self(ids) exactly (arch.hooks.logit_lens)."""
+        return hooks_mod.logit_lens(self, ids, kv_cache=kv_cache)
 
     def generate(self, ids: Tensor, **kwargs: Any) -> Tensor:
         """Delegates to arch.generate.generate(self, ids, **kwargs) (greedy / sampling / beam search)."""

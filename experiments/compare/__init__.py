@@ -16,6 +16,7 @@ instead. Modules, one concept each:
     significance.py  t-intervals of a difference (paired by seed / Welch), verdict, seeds needed for 80% power
     comparison.py  every group against the baseline group, per metric: comparison.json (scipy, imported on use)
     figures.py     which figures apply and their data;  plots.py  drawing them (matplotlib)
+    analysis.py    the Analysis section (--analysis): attention entropy over training, logit lens, per-head entropy
     tables.py      table model + number formatting;  markdown.py  report.md;  html.py  report.html
     outdir.py      the out dir: checks before any run is read, report_manifest.json (a rebuild deletes only its own files)
     report.py      build_report, tying the above together;  cli.py  the command line;  wandb_pull.py  runs from wandb

@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
                    "label or 0-based index (default: the first group)")
     p.add_argument("--smooth", type=float, default=0.0, metavar="ALPHA", help="EMA smoothing of the train-loss "
                    "curves in [0, 1), wandb's time-weighted EMA (default 0 = off)")
+    p.add_argument("--analysis", action="store_true", help="add the Analysis section: attention entropy per layer "
+                   "over training, and the logit lens and per-head attention entropy of each completed run's best "
+                   "checkpoint (loads the weights; CPU)")
     p.add_argument("--wandb-group", help="also pull the runs of this wandb group (needs network + login)")
     p.add_argument("--wandb-project", help="wandb project (entity/project or project) for --wandb-group")
     return p
@@ -51,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runs: list[Run] = []
         if args.out is not None:
-            check_out_dir(args.out, args.metric)  # before any run is read (wandb runs included)
+            check_out_dir(args.out, args.metric, args.analysis)  # before any run is read (wandb runs included)
         if args.wandb_group:
             from experiments.compare.wandb_pull import pull_runs
 
@@ -63,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = "python -m experiments.compare " + " ".join(argv if argv is not None else sys.argv[1:])
         report = build_report(args.paths, args.out, by=args.by, metric=args.metric, x=args.x,
                               allow_mixed=args.allow_mixed, runs=runs, command=cmd, baseline=args.baseline,
-                              smooth=args.smooth)
+                              smooth=args.smooth, analysis=args.analysis)
     except RunsError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2

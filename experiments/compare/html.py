@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from experiments.compare.analysis import ANALYSIS_NOTE, LENS_TABLE_NOTE
 from experiments.compare.runs import EXCLUDED_STATUSES
 from experiments.compare.tables import (
     BASELINE_NOTE,
@@ -139,6 +140,25 @@ def _img(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
+def _figure(f: dict[str, str], out_dir: Path) -> str:
+    return (f"<figure><h3>{_e(f['title'])}</h3><img src=\"{_img(out_dir / f['file'])}\" alt=\"{_e(f['title'])}\">"
+            f"<figcaption>{_e(f['caption'])} <span class=\"meta\">({_e(f['file'])})</span></figcaption></figure>")
+
+
+def _analysis(section: dict[str, Any], out_dir: Path) -> list[str]:
+    """The Analysis section (analysis.py): its figures, the logit-lens table, its notes."""
+    parts = ["<h2 id=\"analysis\">Analysis</h2>", f"<p class=\"meta\">{_e(ANALYSIS_NOTE)}</p>"]
+    parts += [_figure(f, out_dir) for f in section["figures"]]
+    if section["table"] is not None:
+        head, rows = section["table"]
+        parts += ["<h3>Logit lens per layer</h3>", f"<p class=\"meta\">{_e(LENS_TABLE_NOTE)}</p>",
+                  _html_table(head, rows, left={0}, table_id="lens-table")]
+    if section["notes"]:
+        parts.append("<h3>Analysis notes</h3><ul class=\"notes\">"
+                     + "".join(f"<li>{_e(n)}</li>" for n in section["notes"]) + "</ul>")
+    return parts
+
+
 def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
     """report.html's text: self-contained (inline CSS, JS and the PNGs of ctx["figures"] from out_dir, base64)."""
     parts = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -155,7 +175,9 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
         parts.append(f"<p class=\"headline\">{_e(ctx['headline'])}</p>")
     parts.append("<nav><a href=\"#groups\">Groups</a><a href=\"#baseline\">Differences vs baseline</a>"
                  "<a href=\"#config\">Config differences</a>"
-                 "<a href=\"#figures\">Figures</a><a href=\"#runs\">Runs</a></nav>")
+                 "<a href=\"#figures\">Figures</a>"
+                 + ("<a href=\"#analysis\">Analysis</a>" if ctx.get("analysis") is not None else "")
+                 + "<a href=\"#runs\">Runs</a></nav>")
 
     head, rows = group_table(ctx)
     parts += ["<h2 id=\"groups\">Groups</h2>",
@@ -190,10 +212,12 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
 
     parts.append("<h2 id=\"figures\">Figures</h2>")
     for f in ctx["figures"]:
-        parts.append(f"<figure><h3>{_e(f['title'])}</h3><img src=\"{_img(out_dir / f['file'])}\" alt=\"{_e(f['title'])}\">"
-                     f"<figcaption>{_e(f['caption'])} <span class=\"meta\">({_e(f['file'])})</span></figcaption></figure>")
+        parts.append(_figure(f, out_dir))
     if ctx["notes"]:
         parts.append("<h3>Skipped</h3><ul class=\"notes\">" + "".join(f"<li>{_e(n)}</li>" for n in ctx["notes"]) + "</ul>")
+
+    if ctx.get("analysis") is not None:
+        parts += _analysis(ctx["analysis"], out_dir)
 
     head, rows = run_table(ctx)
     parts += ["<h2 id=\"runs\">Runs</h2>",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments.compare.analysis import ANALYSIS_NOTE, LENS_TABLE_NOTE
 from experiments.compare.tables import (
     BASELINE_NOTE,
     baseline_table,
@@ -66,4 +67,19 @@ def render_markdown(ctx: dict[str, Any]) -> str:
         lines += [f"### {f['title']}", "", f"![{f['title']}]({f['file']})", "", f["caption"], ""]
     if ctx["notes"]:
         lines += ["## Notes", ""] + [f"- {n}" for n in ctx["notes"]] + [""]
+    if ctx.get("analysis") is not None:
+        lines += _analysis(ctx["analysis"])
     return "\n".join(lines) + "\n"
+
+
+def _analysis(section: dict[str, Any]) -> list[str]:
+    lines = ["## Analysis", "", ANALYSIS_NOTE, ""]
+    for f in section["figures"]:
+        lines += [f"### {f['title']}", "", f"![{f['title']}]({f['file']})", "", f["caption"], ""]
+    if section["table"] is not None:
+        head, rows = section["table"]
+        lines += ["### Logit lens per layer", "", LENS_TABLE_NOTE, ""]
+        lines += _md_table(head, [[c[0] for c in row] for row in rows]) + [""]
+    if section["notes"]:
+        lines += ["### Analysis notes", ""] + [f"- {_md_cell(n)}" for n in section["notes"]] + [""]
+    return lines

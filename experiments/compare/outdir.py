@@ -1,6 +1,6 @@
 """The report's out dir: checked before any run is read, and a manifest so a rebuild deletes only its own files.
 
-    <out>/report.html, report.md, comparison.json, curve_*.png, ...   what the report wrote
+    <out>/report.html, report.md, comparison.json, curve_*.png, analysis_*.png, ...   what the report wrote
     <out>/report_manifest.json   {"written_by": "experiments.compare", "files": ["report.html", ...]}
 
 `ReportDir.check(names)` (before any run is read) refuses, as one-line RunsError: an out path that is a file; a
@@ -31,7 +31,7 @@ COMPARISON = "comparison.json"  # comparison.py's document
 REPORT_FILES = ("report.html", "report.md", COMPARISON)  # written by every build
 # The only names a manifest entry may have to be deleted on a rebuild.
 OWN_NAME = re.compile(r"report\.(html|md)|comparison\.json|(curve|final)_[A-Za-z0-9_]+\.png|extrapolation\.png|"
-                      r"grad_norm_per_layer\.png|aspect_ratio\.png")
+                      r"exact_match_vs_length\.png|grad_norm_per_layer\.png|aspect_ratio\.png|analysis_[a-z_]+\.png")
 
 
 def is_own_name(name: object) -> bool:

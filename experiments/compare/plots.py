@@ -255,3 +255,101 @@ def plot_aspect(path: Path, series: list[dict[str, Any]], metric: str, title: st
         ax.scatter([], [], color="grey", label="diverged / interrupted / failed run (last finite value)", **BAD_MARK)
     ax.margins(x=0.15, y=0.15)
     return _save(fig, path)
+
+
+# ---------------------------------------------------------------- the Analysis section (analysis.py)
+
+
+def _panel_grid(n: int, width: float = 4.6, height: float = 3.6) -> tuple[plt.Figure, list[Any]]:
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols + 1.0, height * rows + 0.8), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def plot_attn_entropy(path: Path, groups: list[dict[str, Any]], x: str, title: str) -> Path:
+    """Attention entropy per layer over training: one panel per group, one line (± std band) per layer coloured by
+    depth (viridis, dark = layer 0), the uniform-attention ceiling dashed. Panels share the y axis.
+
+    groups: [{label, color, layers: [(i, grid, mean, std)], uniform: float or None}]."""
+    fig, axes = _panel_grid(len(groups))
+    depth = max((i for g in groups for i, *_ in g["layers"]), default=0) + 1
+    cmap = plt.get_cmap("viridis")
+    top = max([g["uniform"] for g in groups if g["uniform"] is not None]
+              + [float(np.nanmax(m)) for g in groups for _, _, m, _ in g["layers"] if len(m)], default=1.0)
+    for ax, g in zip(axes, groups):
+        for i, grid, mean, std in g["layers"]:
+            color = cmap(0.85 * i / max(1, depth - 1))
+            ax.plot(grid, mean, color=color, lw=1.8, label=f"layer {i}")
+            ok = np.isfinite(std)
+            if ok.any():
+                ax.fill_between(grid, mean - np.where(ok, std, 0), mean + np.where(ok, std, 0), color=color,
+                                alpha=0.15, lw=0, where=ok)
+        if g["uniform"] is not None:
+            ax.axhline(g["uniform"], color="0.45", ls="--", lw=1.2, label="uniform causal attention")
+        ax.set_ylim(0, 1.05 * top)
+        ax.set_title(g["label"], color=g["color"], fontsize=11)
+        ax.set_xlabel(X_LABELS.get(x, x))
+        if x in ("tokens", "flops"):
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    axes[0].set_ylabel("attention entropy (nats)")
+    fig.suptitle(title, fontweight="bold")
+    return _save(fig, path)
+
+
+def plot_logit_lens(path: Path, groups: list[dict[str, Any]], title: str) -> Path:
+    """Two panels against the layer read out (0 = embeddings, i = after block i): mean log p(correct next token)
+    and top-1 accuracy, one line per group with ± std bars.
+
+    groups: [{label, color, n, layers, logp: (mean, std), top1: (mean, std)}]."""
+    fig, axes = plt.subplots(1, 2, figsize=(12.4, 4.9))
+    depth = max(g["layers"] for g in groups)
+    for ax, key, ylabel in ((axes[0], "logp", "mean log p(next token) (nats)"),
+                            (axes[1], "top1", "top-1 accuracy")):
+        for g in groups:
+            mean, std = g[key]
+            ax.errorbar(np.arange(len(mean)), mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"],
+                        marker="o", ms=5, capsize=3, lw=2, label=f"{g['label']} (n={g['n']})")
+        ticks = list(range(depth + 1)) if depth <= 16 else list(range(0, depth + 1, max(1, depth // 12)))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(["emb" if t == 0 else str(t - 1) for t in ticks])
+        ax.set_xlabel("read out after block i (emb = the embeddings, before block 0)")
+        ax.set_ylabel(ylabel)
+    axes[1].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:.0f}%"))
+    fig.suptitle(title, fontweight="bold")
+    return _save(fig, path)
+
+
+def plot_head_entropy(path: Path, groups: list[dict[str, Any]], title: str) -> Path:
+    """Per-head attention entropy as a layer × head heatmap per group, one colour scale for all (viridis) from 0 to
+    the largest uniform-attention ceiling; the values are written in the cells when they fit.
+
+    groups: [{label, color, head_entropy: (L, H) array, heads sorted within each layer, uniform: ceiling}]."""
+    fig, axes = _panel_grid(len(groups), width=4.2, height=3.4)
+    vals = [np.asarray(g["head_entropy"], dtype=float) for g in groups]
+    hi = max([float(np.nanmax(v)) for v in vals] + [g["uniform"] for g in groups if g.get("uniform")]) or 1.0
+    image = None
+    for ax, g, v in zip(axes, groups, vals):
+        image = ax.imshow(v, cmap="viridis", vmin=0.0, vmax=hi, aspect="auto", origin="lower")
+        L, H = v.shape
+        if L * H <= 256:
+            for i in range(L):
+                for h in range(H):
+                    ax.text(h, i, f"{v[i, h]:.2f}", ha="center", va="center", fontsize=7.5,
+                            color="black" if v[i, h] / hi > 0.6 else "white")
+        ax.set_xticks(range(H) if H <= 16 else range(0, H, max(1, H // 8)))
+        ax.set_yticks(range(L) if L <= 16 else range(0, L, max(1, L // 8)))
+        ax.set_xlabel("head, sorted by entropy (sharpest first)")
+        ax.set_ylabel("layer")
+        ax.set_title(g["label"], color=g["color"], fontsize=11)
+        ax.grid(False)
+    if image is not None:  # one scale for every panel: one colour bar, beside the last panel
+        from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+        cax = make_axes_locatable(axes[-1]).append_axes("right", size="5%", pad=0.08)
+        fig.colorbar(image, cax=cax, label="entropy (nats)")
+    fig.suptitle(title, fontweight="bold")
+    return _save(fig, path, legend=False)

@@ -1,5 +1,5 @@
 """build_report: runs in, one report dir out (report.html, report.md, comparison.json, the PNGs,
-report_manifest.json).
+report_manifest.json; with analysis=True also the Analysis section's PNGs, analysis.py).
 
 Order: check the arguments and the out dir (outdir.py) before any run is read; load, check and group the runs
 and pick the baseline group; draw the figures (figures.py); compare every group with the baseline
@@ -68,26 +68,28 @@ def _headline(status_counts: dict[str, int], groups: list[Group]) -> str:
     return f"No run completed ({what}): nothing is averaged; every run is listed below with its reason."
 
 
-def check_out_dir(out_dir: str | os.PathLike, metric: str) -> ReportDir:
+def check_out_dir(out_dir: str | os.PathLike, metric: str, analysis: bool = False) -> ReportDir:
     """The user's --out, checked before any run is read (outdir.ReportDir.check); RunsError when unusable."""
     report_dir = ReportDir(out_dir, what=f"--out {out_dir}")
-    report_dir.check(_names(metric))
+    report_dir.check(_names(metric, analysis))
     return report_dir
 
 
-def _names(metric: str) -> list[str]:
+def _names(metric: str, analysis: bool = False) -> list[str]:
+    from experiments.compare.analysis import ANALYSIS_FIGURES
     from experiments.compare.figures import figure_names
 
-    return [*REPORT_FILES, *figure_names(metric)]
+    return [*REPORT_FILES, *figure_names(metric), *(ANALYSIS_FIGURES if analysis else ())]
 
 
 def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | os.PathLike | None = None,
                  by: Sequence[str] | None = None, metric: str = "val/loss", x: str = "tokens",
                  allow_mixed: bool = False, runs: list[Run] | None = None, command: str | None = None,
-                 baseline: str | int | None = None, smooth: float = 0.0) -> Path:
+                 baseline: str | int | None = None, smooth: float = 0.0, analysis: bool = False) -> Path:
     """Load runs, group them, write report.html / report.md / comparison.json / PNGs into out_dir; returns
     report.html's path. `baseline`: the group the others are compared with (label or 0-based index; default the
-    first); `smooth`: EMA weight in [0, 1) for the train-loss curves (0 = off).
+    first); `smooth`: EMA weight in [0, 1) for the train-loss curves (0 = off); `analysis`: add the Analysis
+    section (attention entropy, logit lens, per-head entropy: analysis.py; loads every completed run's weights).
 
     Example: build_report(["multirun/pos_encodings/2026-01-01_00-00-00"], None, by=["model.pos.kind"])
     Raises RunsError on bad input (no runs, mixed experiments, unknown metric, --by key or --baseline group, bad
@@ -101,8 +103,8 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
         raise RunsError(f"--x must be one of {', '.join(X_KEYS)}, got {x!r}")
     if not 0 <= smooth < 1:
         raise RunsError(f"--smooth must be in [0, 1) (0 = off), got {smooth!r}")
-    names = _names(metric)
-    report_dir = check_out_dir(out_dir, metric) if out_dir is not None else None  # before any run is read
+    names = _names(metric, analysis)
+    report_dir = check_out_dir(out_dir, metric, analysis) if out_dir is not None else None  # before any run is read
     runs = list(runs or []) + (load_runs(run_paths) if run_paths else [])
     if not runs:
         raise RunsError("no runs to compare")
@@ -122,6 +124,11 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
     root = Path(os.path.commonpath([str(p) for p in paths])) if paths else None
 
     figures, notes = draw_figures(out, runs, groups, by, metric, x, smooth)
+    section = None
+    if analysis:
+        from experiments.compare.analysis import build_analysis
+
+        section = build_analysis(out, groups, x)
     comparison = compare_groups(groups, by, metric, base)
     keys, cells, noise = config_diff(runs, groups)
     status_counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
@@ -133,6 +140,7 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
         "groups": summarize(groups, metric), "runs": run_rows(groups, metric, root), "root": str(root) if root else "",
         "diff_keys": keys, "diff_cells": cells, "diff_groups": [g.label for g in groups], "noise_keys": noise,
         "figures": figures, "notes": notes, "out": out, "comparison": comparison, "budget": budgets(groups),
+        "analysis": section,
     }
     text = comparison_json(comparison)
     atomic_write(out / COMPARISON, lambda f: f.write(text), binary=False)
@@ -140,5 +148,5 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
     atomic_write(out / "report.md", lambda f: f.write(md), binary=False)
     page = render_html(ctx, out)
     atomic_write(out / "report.html", lambda f: f.write(page), binary=False)
-    report_dir.finish([*REPORT_FILES, *(f["file"] for f in figures)])
+    report_dir.finish([*REPORT_FILES, *(f["file"] for f in figures), *(f["file"] for f in (section or {}).get("figures", []))])
     return out / "report.html"

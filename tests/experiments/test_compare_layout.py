@@ -47,7 +47,8 @@ def test_build_report_keeps_its_signature() -> None:
     params = [(p.name, p.default) for p in inspect.signature(compare.build_report).parameters.values()]
     empty = inspect.Parameter.empty
     assert params == [("run_paths", empty), ("out_dir", None), ("by", None), ("metric", "val/loss"), ("x", "tokens"),
-                      ("allow_mixed", False), ("runs", None), ("command", None), ("baseline", None), ("smooth", 0.0)]
+                      ("allow_mixed", False), ("runs", None), ("command", None), ("baseline", None), ("smooth", 0.0),
+                      ("analysis", False)]
 
 
 def test_python_m_runs_the_package_cli() -> None:
