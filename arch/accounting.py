@@ -27,8 +27,10 @@ Conventions (the choices that papers disagree on):
   activation FLOPs, and the optimizer.
 * **Encoder-decoder** (`EncDecConfig`): the counts add up both stacks (each built from its ModelConfig view) and
   the decoder's cross-attention (per layer the same matrices as a self-attention, plus its input norm, two with
-  sandwich, and its q/k norms). `token_embedding` counts the input matrices once per distinct matrix, `lm_head`
-  is 0 when tied to one of them; both stacks have their own position parameters. `flops_per_token` is per
+  sandwich, and its q/k norms), and with `embed_norm` one embedding norm per stack (in `norms`, so
+  non-embedding). `token_embedding` counts the input matrices once per distinct matrix, `lm_head` is 0 when tied
+  to one of them, plus vocab_size with `logits_bias` (not non-embedding, not a matmul); both stacks have their
+  own position parameters. `flops_per_token` is per
   TARGET token of a pair with a source of `src_len` tokens (default `seq_len`) and a target of `seq_len`:
   forward per pair `2·S·(N_enc + N_kv) + 4·L_enc·H·D·S² + 2·T·N_dec + 4·L_dec·H·D·T·(T + S)`, divided by T,
   where N_enc = the encoder's non-embedding params, N_kv = the cross-attention key/value projections (run once per
@@ -85,10 +87,11 @@ def _encdec_breakdown(cfg: EncDecConfig) -> dict[str, int]:
     return {
         "token_embedding": V * d if shared_inputs else Vs * d + V * d,
         "position": enc["position"] + dec["position"],
-        "lm_head": 0 if cfg.tie_embeddings in ("all", "decoder") else V * d,
+        # an untied output matrix, plus the logits bias (BART's final_logits_bias) whether tied or not
+        "lm_head": (0 if cfg.tie_embeddings in ("all", "decoder") else V * d) + (V if cfg.logits_bias else 0),
         "attention": enc["attention"] + dec["attention"] + cross,
         "mlp": enc["mlp"] + dec["mlp"],
-        "norms": enc["norms"] + dec["norms"] + cross_norms,
+        "norms": enc["norms"] + dec["norms"] + cross_norms + (2 * _per_norm(cfg) if cfg.embed_norm else 0),
     }
 
 
@@ -169,7 +172,8 @@ def matmul_params(cfg: ModelConfig | EncDecConfig) -> int:
 
 def _encdec_flops_per_token(cfg: EncDecConfig, T: int, S: int, training: bool) -> float:
     """Per target token of a (S source, T target) pair; the formula is in the module docstring."""
-    n_enc = count_params(cfg.encoder_config(), non_embedding=True)  # applied to each source token
+    # applied to each source token (with embed_norm, the encoder's ln_emb too)
+    n_enc = count_params(cfg.encoder_config(), non_embedding=True) + (_per_norm(cfg) if cfg.embed_norm else 0)
     n_kv = _cross_attention_kv(cfg)  # cross-attention k / v projections: once per source token
     n_dec = count_params(cfg, non_embedding=True) - n_enc - n_kv + cfg.vocab_size * cfg.d_model  # per target token
     hd = cfg.n_heads * _d_head(cfg)  # H·D

@@ -211,6 +211,8 @@ class EncDecConfig:
     >>> cfg.encoder_config().n_layers, cfg.tie_embeddings
     (2, 'all')
 
+    `embed_norm`, `scale_decoder_output` and `logits_bias` are what BART and T5 need beyond the Vaswani model
+    (arch.convert.from_hf maps both onto this config).
     Not here (refused or absent): `block` (always sequential), `window` (full attention), separate source and
     target widths / head counts / position encodings.
     """
@@ -236,6 +238,12 @@ class EncDecConfig:
     # source embedding (Press & Wolf 2017); none: three matrices
     tie_embeddings: str = "all"
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model) (Vaswani et al. section 3.4)
+    # a norm (norm_type) on token + position embeddings in both stacks, before dropout (BART's layernorm_embedding)
+    embed_norm: bool = False
+    # multiply the decoder output by d_model**-0.5 before lm_head (T5 v1.0; HF T5's scale_decoder_outputs)
+    scale_decoder_output: bool = False
+    # a learned (vocab_size,) bias on the logits, lm_head.bias (BART's final_logits_bias); loss() runs unfused
+    logits_bias: bool = False
     src_pad_id: int | None = None  # source id masked as padding when no explicit src_mask is given; None: no mask
     attention: str = "sdpa"  # explicit | sdpa | manual
     qk_norm: str | None = None  # None | layernorm | rmsnorm (self- and cross-attention)
@@ -250,6 +258,9 @@ class EncDecConfig:
         for name in ("n_encoder_layers", "n_decoder_layers"):
             if not _is_pos_int(getattr(self, name)):
                 raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        for name in ("embed_norm", "scale_decoder_output", "logits_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.src_vocab_size is not None and not _is_pos_int(self.src_vocab_size):
             raise ValueError(f"src_vocab_size must be a positive int or None (= vocab_size), "
                              f"got {self.src_vocab_size!r}")

@@ -1,9 +1,9 @@
 """The encoder-decoder transformer (Vaswani et al. 2017, https://arxiv.org/abs/1706.03762), built from EncDecConfig.
 
-    src (B, S) -> Encoder: wte (x sqrt(C)) + pos.embed -> dropout -> blocks (self-attention over every source
-                           position, MLP) -> ln_f -> memory (B, S, C)
-    tgt (B, T) -> Decoder: wte (x sqrt(C)) + pos.embed -> dropout -> blocks (causal self-attention,
-                           cross-attention over memory, MLP) -> ln_f -> lm_head -> logits (B, T, V)
+    src (B, S) -> Encoder: wte (x sqrt(C)) + pos.embed -> ln_emb -> dropout -> blocks (self-attention over
+                           every source position, MLP) -> ln_f -> memory (B, S, C)
+    tgt (B, T) -> Decoder: wte (x sqrt(C)) + pos.embed -> ln_emb -> dropout -> blocks (causal self-attention,
+                           cross-attention over memory, MLP) -> ln_f (x C**-0.5) -> lm_head (+ bias) -> logits (B, T, V)
 
 Everything is the decoder-only model's parts: each stack is built from a ModelConfig view of the EncDecConfig
 (`cfg.encoder_config()`, `cfg.decoder_config()`), the encoder's blocks are arch.block.BLOCKS run with
@@ -13,12 +13,15 @@ BIDIRECTIONAL_POSITIONAL) and its own relative-bias table. The cross-attention h
 Padding: `src_mask` (B, S) bool, True at real tokens (or derived from cfg.src_pad_id), masks padded source keys
 in encoder self-attention and in cross-attention; pads must be on the right (appending pads changes nothing).
 Target padding needs no mask (the decoder is causal): give padded labels -100 and the loss ignores them.
-Parameter names: `encoder.{wte, pos.wpe | pos.rel_bias, blocks.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2,
+The HF-parity knobs (arch.convert.from_hf): `embed_norm` is the `ln_emb` slot (BART's layernorm_embedding; an
+Identity when off), `scale_decoder_output` the x C**-0.5 (T5 v1.0), `logits_bias` lm_head's bias (BART's
+final_logits_bias).
+Parameter names: `encoder.{wte, pos.wpe | pos.rel_bias, ln_emb, blocks.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2,
 mlp.c_fc, mlp.c_proj}, ln_f}`, `decoder.{same, blocks.{i}.{ln_cross, cross_attn.c_q, cross_attn.c_kv,
-cross_attn.c_proj}}`, sandwich adds `ln_1_out`, `ln_2_out` (+ `ln_cross_out`), `lm_head`; tied matrices are one
-Parameter listed once (as encoder.wte.weight under tie_embeddings="all" / "inputs").
+cross_attn.c_proj}}`, sandwich adds `ln_1_out`, `ln_2_out` (+ `ln_cross_out`), `lm_head` (+ `.bias`); tied
+matrices are one Parameter listed once (as encoder.wte.weight under tie_embeddings="all" / "inputs").
 Not handled: run_with_cache capture, left-padded sources, sliding windows, parallel blocks, a source row that is
-all padding (its softmax has no key: nan), T5's d_model**-0.5 rescaling of a tied output, BART's embedding norm.
+all padding (its softmax has no key: nan).
 """
 
 from __future__ import annotations
@@ -67,12 +70,13 @@ def padding_bias(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
 class Encoder(nn.Module):
     """Bidirectional stack: every source position attends to every non-padded source position."""
 
-    def __init__(self, cfg: ModelConfig, embed_scale: float = 1.0) -> None:
+    def __init__(self, cfg: ModelConfig, embed_scale: float = 1.0, embed_norm: bool = False) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed_scale = embed_scale
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos = build_positional(cfg, bidirectional=True)
+        self.ln_emb = build_norm(cfg) if embed_norm else nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(BLOCKS[cfg.norm](cfg, i) for i in range(cfg.n_layers))
         self.ln_f = build_norm(cfg) if BLOCKS[cfg.norm].final_norm else nn.Identity()
@@ -83,7 +87,7 @@ class Encoder(nn.Module):
         x = self.wte(src)  # (B, S, C)
         if self.embed_scale != 1.0:
             x = x * self.embed_scale
-        x = self.drop(self.pos.embed(x, 0))
+        x = self.drop(self.ln_emb(self.pos.embed(x, 0)))
         bias = self.pos.attn_bias(0, S)  # (H, S, S) or None: both directions, no causal mask
         pad = padding_bias(src_mask, x.dtype)  # (B, 1, 1, S) or None
         if pad is not None:
@@ -97,12 +101,15 @@ class Encoder(nn.Module):
 class Decoder(CausalMasking, nn.Module):
     """Causal stack whose blocks also cross-attend to the encoder output; returns hidden states (no lm_head)."""
 
-    def __init__(self, cfg: ModelConfig, embed_scale: float = 1.0) -> None:
+    def __init__(self, cfg: ModelConfig, embed_scale: float = 1.0, embed_norm: bool = False,
+                 out_scale: float = 1.0) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed_scale = embed_scale
+        self.out_scale = out_scale  # applied after ln_f: T5 v1.0's d_model**-0.5 before the output projection
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos = build_positional(cfg)
+        self.ln_emb = build_norm(cfg) if embed_norm else nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(CROSS_BLOCKS[cfg.norm](cfg, i) for i in range(cfg.n_layers))
         self.ln_f = build_norm(cfg) if CROSS_BLOCKS[cfg.norm].final_norm else nn.Identity()
@@ -127,14 +134,15 @@ class Decoder(CausalMasking, nn.Module):
         x = self.wte(tgt)  # (B, T, C)
         if self.embed_scale != 1.0:
             x = x * self.embed_scale
-        x = self.drop(self.pos.embed(x, start))
+        x = self.drop(self.ln_emb(self.pos.embed(x, start)))
         step = Step(start=start, bias=self._attn_bias(start, T), rotate=self.pos.rotate, kv_cache=kv_cache,
                     memory=memory, memory_bias=padding_bias(src_mask, x.dtype))
         for block in self.blocks:
             x = block(x, step)
         if kv_cache is not None:
             kv_cache.advance(T)
-        return self.ln_f(x)
+        x = self.ln_f(x)
+        return x * self.out_scale if self.out_scale != 1.0 else x
 
     def fill_cross(self, memory: Tensor, kv_cache: EncDecKVCache) -> None:
         """Compute every layer's cross-attention K/V from memory into kv_cache now (no-op where already there)."""
@@ -157,17 +165,20 @@ class EncoderDecoder(nn.Module):
             raise ValueError(f"unknown init {cfg.init!r}; choose from {sorted(INITS)}")
         self.cfg = cfg
         scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
-        self.encoder = Encoder(cfg.encoder_config(), scale)
-        self.decoder = Decoder(cfg.decoder_config(), scale)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        out_scale = cfg.d_model**-0.5 if cfg.scale_decoder_output else 1.0
+        self.encoder = Encoder(cfg.encoder_config(), scale, cfg.embed_norm)
+        self.decoder = Decoder(cfg.decoder_config(), scale, cfg.embed_norm, out_scale)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.logits_bias)
         for dst, src in TIES[cfg.tie_embeddings]:
             self.get_submodule(dst).weight = self.get_submodule(src).weight  # one Parameter, listed once
         self.fused_loss = True  # loss() default: chunked fused lm_head + cross-entropy (arch.fused_loss)
         INITS[cfg.init](self.encoder)
         INITS[cfg.init](self.decoder)
-        if self.lm_head.weight is not self.decoder.wte.weight:
-            with torch.no_grad():
+        with torch.no_grad():
+            if self.lm_head.weight is not self.decoder.wte.weight:
                 HEAD_INITS[cfg.init](self.lm_head.weight)
+            if self.lm_head.bias is not None:
+                self.lm_head.bias.zero_()  # BART's final_logits_bias starts (and, as an HF buffer, stays) at 0
 
     @property
     def max_len(self) -> int | None:
@@ -195,7 +206,7 @@ class EncoderDecoder(nn.Module):
         return self.lm_head(self.decoder(tgt, memory, src_mask, kv_cache))  # (B, T, V)
 
     def hidden(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        """Decoder hidden states (B, T, C) after its ln_f: the input of lm_head."""
+        """Decoder hidden states (B, T, C) after its ln_f (and the scale_decoder_output factor): lm_head's input."""
         src_mask = self.source_mask(src, src_mask)
         return self.decoder(tgt, self.encoder(src, src_mask), src_mask)
 
@@ -206,9 +217,11 @@ class EncoderDecoder(nn.Module):
     def loss(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, src_mask: Tensor | None = None,
              fused: bool | None = None) -> Tensor:
         """Mean cross-entropy of forward(src, tgt_in) against tgt_out (B, T) != -100 (label padded targets -100).
-        fused: as Transformer.loss (None -> self.fused_loss)."""
+        fused: as Transformer.loss (None -> self.fused_loss); with cfg.logits_bias always unfused (the fused
+        kernel has no bias)."""
         x = self.hidden(src, tgt_in, src_mask)
-        return lm_loss(x, self.lm_head, tgt_out, self.fused_loss if fused is None else fused)
+        fused = (self.fused_loss if fused is None else fused) and self.lm_head.bias is None
+        return lm_loss(x, self.lm_head, tgt_out, fused)
 
     def new_kv_cache(self, batch_size: int, memory: Tensor | None = None) -> EncDecKVCache:
         """An empty decoder cache; with memory (batch_size, S, C) its cross-attention K/V are computed now."""

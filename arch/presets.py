@@ -9,7 +9,8 @@ table 2.1), with ModelConfig's defaults = GPT-2's architecture (learned position
 embeddings).
 ENCDEC_PRESETS are the encoder-decoder shapes (EncDecConfig fields that differ from its defaults; no conf/model
 file, the trainer is decoder-only for now): `transformer-base` / `transformer-big` of Vaswani et al. 2017
-table 3, built with `encdec_preset_config(name, vocab_size=..., n_ctx=...)`.
+table 3, `t5-small` / `t5-base` (T5 v1.0) and `bart-base` / `bart-large` (tanh GELU), built with
+`encdec_preset_config(name, vocab_size=..., n_ctx=...)`.
 Not handled: presets that change the architecture knobs that are config groups of their own (model/norm,
 model/norm_type, model/activation, model/attention, model/pos): a test keeps those out of PRESETS, so the group
 choice on the command line is never overridden by a preset.
@@ -68,6 +69,35 @@ ENCDEC_PRESETS: dict[str, dict[str, Any]] = {
         "d_model": 1024, "n_encoder_layers": 6, "n_decoder_layers": 6, "n_heads": 16, "d_mlp": 4096,
         "activation": "relu", "norm": "post", "pos": {"kind": "sinusoidal", "scale": 1.0},
         "scale_embeddings": True, "init": "xavier", "dropout": 0.3,
+    },
+    # T5 v1.0 (Raffel et al. 2020, https://arxiv.org/abs/1910.10683): pre-RMSNorm without biases, ReLU, relative
+    # buckets (32, up to 128), all three matrices tied with the decoder output x d_model**-0.5; d_kv = 64 =
+    # d_model / n_heads. What arch.convert.from_hf gives for HF's t5-small / t5-base configs (but dropout).
+    "t5-small": {  # 60,506,624 params at vocab 32128 (= HF's t5-small count)
+        "d_model": 512, "n_encoder_layers": 6, "n_decoder_layers": 6, "n_heads": 8, "d_mlp": 2048,
+        "activation": "relu", "norm": "pre", "norm_type": "rmsnorm", "bias": False,
+        "pos": {"kind": "relative", "num_buckets": 32, "max_distance": 128}, "scale_decoder_output": True,
+        "layer_norm_eps": 1e-6, "dropout": 0.1,
+    },
+    "t5-base": {  # 222,903,552 params at vocab 32128 (= HF's t5-base count)
+        "d_model": 768, "n_encoder_layers": 12, "n_decoder_layers": 12, "n_heads": 12, "d_mlp": 3072,
+        "activation": "relu", "norm": "pre", "norm_type": "rmsnorm", "bias": False,
+        "pos": {"kind": "relative", "num_buckets": 32, "max_distance": 128}, "scale_decoder_output": True,
+        "layer_norm_eps": 1e-6, "dropout": 0.1,
+    },
+    # BART (Lewis et al. 2020, https://arxiv.org/abs/1910.13461): post-LN with biases, learned positions (n_ctx
+    # 1024 in the release), a LayerNorm on the embeddings of both stacks, a logits bias, tied matrices. GELU
+    # here is the tanh approximation (the release uses erf GELU, which arch has no counterpart for).
+    "bart-base": {  # 139,467,609 params at vocab 50265, n_ctx 1024; HF counts 139,420,416: + 2 x 2 never-read
+        # position rows x 768, - our logits bias (50265; an HF buffer)
+        "d_model": 768, "n_encoder_layers": 6, "n_decoder_layers": 6, "n_heads": 12, "d_mlp": 3072,
+        "activation": "gelu", "norm": "post", "pos": {"kind": "learned"}, "embed_norm": True, "logits_bias": True,
+        "dropout": 0.1,
+    },
+    "bart-large": {  # 406,337,625 params at vocab 50265, n_ctx 1024 (HF: 406,291,456, the same two differences)
+        "d_model": 1024, "n_encoder_layers": 12, "n_decoder_layers": 12, "n_heads": 16, "d_mlp": 4096,
+        "activation": "gelu", "norm": "post", "pos": {"kind": "learned"}, "embed_norm": True, "logits_bias": True,
+        "dropout": 0.1,
     },
 }
 TRANSFORMER_VOCAB = 37000  # "a shared source-target vocabulary of about 37000 tokens" (WMT 2014 En-De, section 5.1)

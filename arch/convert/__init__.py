@@ -2,16 +2,19 @@
 
     from arch.convert import from_hf, to_hf
     ours = from_hf(transformers.LlamaForCausalLM(cfg)).eval()      # GPT2LMHeadModel / GPT2Model / LlamaForCausalLM
+    ours = from_hf(transformers.BartForConditionalGeneration(c))   # or T5ForConditionalGeneration -> EncoderDecoder
     hf = to_hf(ours)                                                # GPT2LMHeadModel or LlamaForCausalLM, eval mode
     hf.save_pretrained("out")                                       # AutoModelForCausalLM.from_pretrained("out")
 
-One module per family (gpt2.py, llama.py). `FROM_HF` maps an HF class name to its converter (arch never imports
-transformers: the model's class name, or a base class's, picks the entry). `TO_HF` maps a family name to its
-module; each module has `claims(model)` (a decoder family: our Transformer with its `POS_KIND`), `problem(cfg)`
-(the first knob it has no counterpart for, or None) and `to_hf(model, **hf_config_overrides)`. A config no family
+One module per family (gpt2.py, llama.py, t5.py, bart.py). `FROM_HF` maps an HF class name to its converter
+(arch never imports transformers: the model's class name, or a base class's, picks the entry). `TO_HF` maps a
+family name to its module; each module has `claims(model)` (a decoder family: our Transformer with its
+`POS_KIND`), `problem(cfg)` (the first knob it has no counterpart for, or None) and
+`to_hf(model, **hf_config_overrides)`. A config no family
 takes is refused with one ValueError line naming the knob: `model.pos.kind=alibi has no HF equivalent (...)`.
-Exact in fp32 (max |Δlogits| in tests/arch/test_hf_convert.py). Encoder-decoder families (T5, BART) slot in as
-more entries. `from arch.convert import from_hf_gpt2, gpt2_config` keeps working.
+Exact in fp32 (max |Δlogits| in tests/arch/test_hf_convert.py and test_hf_convert_encdec.py). The encoder-decoder
+families (T5, BART) are FROM_HF entries only: `to_hf` refuses an EncoderDecoder in one line.
+`from arch.convert import from_hf_gpt2, gpt2_config` keeps working.
 Not handled: other HF architectures (Mistral's window, Qwen 3's QK-norm, NeoX's parallel blocks would map onto
 our knobs but have no converter yet), quantised / sharded loading, converting tokenizers (experiments.export).
 """
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from arch.convert import gpt2, llama
+from arch.convert import bart, gpt2, llama, t5
 from arch.convert.common import class_names, setting
 from arch.convert.gpt2 import from_hf_gpt2, gpt2_config
 from arch.model import Transformer
@@ -71,6 +74,8 @@ FROM_HF: dict[str, Callable[[Any], Any]] = {  # HF class name -> converter
     "GPT2LMHeadModel": from_hf_gpt2,
     "GPT2Model": from_hf_gpt2,
     "LlamaForCausalLM": llama.from_hf,
+    "T5ForConditionalGeneration": t5.from_hf,  # -> arch.encdec.EncoderDecoder
+    "BartForConditionalGeneration": bart.from_hf,  # -> arch.encdec.EncoderDecoder
 }
 
 TO_HF: dict[str, ModuleType] = {  # family -> module with claims(model), problem(cfg), to_hf(model, **overrides)

@@ -1,4 +1,5 @@
-"""Helpers the per-family converters share: naming a knob in a refusal, and loading a state dict exactly.
+"""Helpers the per-family converters share: naming a knob in a refusal, loading a state dict exactly, and for
+the encoder-decoders reading the embedding ties off the tensors and building the loaded EncoderDecoder.
 
 A refusal is one ValueError line that names the setting with no counterpart, in the spelling a user passes on
 the command line: `model.pos.kind=alibi has no HF equivalent (...)` for our configs, `LlamaConfig
@@ -11,6 +12,9 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from arch.config import EncDecConfig
+from arch.encdec import TIES, EncoderDecoder, build_encdec
 
 
 def setting(name: str, value: Any) -> str:
@@ -57,3 +61,33 @@ def class_names(obj: Any) -> list[str]:
 
 def param_dtype(model: nn.Module) -> torch.dtype:
     return next(model.parameters()).dtype
+
+
+def same_tensor(a: Tensor, b: Tensor) -> bool:
+    """True when a and b are one tied matrix (state_dict lists a tied Parameter under every alias, one storage)."""
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+
+
+def encdec_tie(hf_config: Any, enc_in: Tensor, dec_in: Tensor, out: Tensor) -> str:
+    """Our EncDecConfig.tie_embeddings for an HF encoder-decoder's source embedding, target embedding and output
+    matrix, from which of them are one tensor: all three -> "all", the inputs -> "inputs", ... A pairing we
+    have no key for (source = output, target apart) is refused."""
+    inputs, head = same_tensor(enc_in, dec_in), same_tensor(dec_in, out)
+    if inputs and head:
+        return "all"
+    if inputs:
+        return "inputs"
+    if head:
+        return "decoder"
+    if same_tensor(enc_in, out):
+        raise no_archlab_equivalent(hf_config, "tied embeddings", "source = output",
+                                    "ours ties the output to the target embedding or to both inputs")
+    return "none"
+
+
+def build_loaded_encdec(cfg: EncDecConfig, state: dict[str, Tensor], what: str) -> EncoderDecoder:
+    """build_model(cfg) (an EncoderDecoder) in the state's dtype with `state` loaded exactly; the aliases of tied
+    matrices (arch.encdec.TIES: `decoder.wte.weight`, `lm_head.weight`) may be missing from `state`."""
+    model = build_encdec(cfg).to(state["encoder.wte.weight"].dtype)
+    load_exact(model, state, what, optional=tuple(f"{dst}.weight" for dst, _ in TIES[cfg.tie_embeddings]))
+    return model
