@@ -52,7 +52,7 @@ from arch.config import EncDecConfig, ModelConfig
 _NORMS_PER_BLOCK = {("sequential", "pre"): 2, ("sequential", "post"): 2, ("sequential", "sandwich"): 4,
                     ("parallel", "pre"): 1, ("parallel", "post"): 1, ("parallel", "sandwich"): 2}
 _FINAL_NORM = {"pre": 1, "post": 0, "sandwich": 1}  # post-LN blocks end in a norm already, so no ln_f
-_MLP_IN_MATRICES = {"gelu": 1, "relu": 1, "swiglu": 2}  # swiglu: a gate and an up projection
+_MLP_IN_MATRICES = {"gelu": 1, "gelu_exact": 1, "relu": 1, "swiglu": 2}  # swiglu: a gate and an up projection
 
 
 def _d_head(cfg: ModelConfig) -> int:

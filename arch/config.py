@@ -19,7 +19,7 @@ from typing import Any
 POS_KINDS = ("learned", "sinusoidal", "relative", "alibi", "rope", "none")
 NORM_PLACEMENTS = ("pre", "post", "sandwich")
 NORM_TYPES = ("layernorm", "rmsnorm")
-ACTIVATIONS = ("gelu", "relu", "swiglu")
+ACTIVATIONS = ("gelu", "gelu_exact", "relu", "swiglu")
 ATTENTION_IMPLS = ("explicit", "sdpa", "manual")
 INIT_SCHEMES = ("gpt2", "xavier")
 BLOCK_KINDS = ("sequential", "parallel")

@@ -44,6 +44,13 @@ class GeluMLP(MLP):
         return F.gelu(h, approximate="tanh")
 
 
+class GeluExactMLP(MLP):
+    """GELU, exact (erf) form, as BERT / BART / PyTorch's default. Differs from the tanh form by < 5e-4."""
+
+    def act(self, h: Tensor) -> Tensor:
+        return F.gelu(h)
+
+
 class ReluMLP(MLP):
     """ReLU, as in the original Transformer. https://arxiv.org/abs/1706.03762"""
 
@@ -64,6 +71,7 @@ class SwigluMLP(MLP):
 
 MLPS: dict[str, type[MLP]] = {
     "gelu": GeluMLP,
+    "gelu_exact": GeluExactMLP,
     "relu": ReluMLP,
     "swiglu": SwigluMLP,
 }

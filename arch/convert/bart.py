@@ -9,9 +9,8 @@ activation_dropout / layerdrop are training-only; ours would be one `dropout`).
   leftover); rows 0 and 1 are never read, so `pos.wpe` = rows 2.. and n_ctx = max_position_embeddings.
 * Ties come from the tensors (which of the two embed_tokens and lm_head share storage): `all` by default;
   transformers 5 unties all three under tie_word_embeddings=False (`none`; `shared` is then read by nothing).
-* Activation: gelu_new / gelu_pytorch_tanh -> gelu (ours is the tanh approximation), relu -> relu. BART's
-  default `gelu` is the exact erf GELU, which we do not have (the two differ by up to 4.7e-4, at x = -2.70):
-  refused with one line, so every released BART checkpoint is refused until an erf GELU exists here.
+* Activation: gelu_new / gelu_pytorch_tanh -> gelu (the tanh approximation), BART's default `gelu` (exact erf)
+  -> gelu_exact, relu -> relu.
 * Training differences, not forward ones: HF's final_logits_bias is a buffer (never trained), ours a parameter;
   HF's embeddings keep a zero gradient at padding_idx (pad_token_id), ours do not.
 * Heads and ffn widths must be equal in the two stacks (one n_heads / d_mlp here); `src_pad_id` stays None
@@ -19,7 +18,7 @@ activation_dropout / layerdrop are training-only; ours would be one `dropout`).
 Weights: `self_attn.{q,k,v}_proj` -> `attn.c_attn` rows, `out_proj` -> `attn.c_proj`, `encoder_attn.q_proj` ->
 `cross_attn.c_q`, `k_proj | v_proj` -> `cross_attn.c_kv`, `out_proj` -> `cross_attn.c_proj`,
 `self_attn_layer_norm / encoder_attn_layer_norm / final_layer_norm` -> `ln_1 / ln_cross / ln_2`, `fc1 / fc2` ->
-`mlp.c_fc / c_proj`. Not handled: ours -> HF, mBART (pre-LN + final norms), erf GELU.
+`mlp.c_fc / c_proj`. Not handled: ours -> HF, mBART (pre-LN + final norms).
 """
 
 from __future__ import annotations
@@ -34,14 +33,14 @@ from arch.convert.common import build_loaded_encdec, check_all_used, encdec_tie,
 from arch.encdec import EncoderDecoder
 
 POS_OFFSET = 2  # BartLearnedPositionalEmbedding.offset: position p reads row p + 2
-_ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu"}
+_ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_exact", "relu": "relu"}
 
 
 def config_from_hf(c: Any, tie_embeddings: str) -> EncDecConfig:
     """Our EncDecConfig for a transformers.BartConfig (tie_embeddings read from the model's tensors)."""
     act = c.activation_function
     if act not in _ACTIVATIONS:
-        why = "exact erf GELU; ours is the tanh approximation (gelu_new)" if act == "gelu" else "no such MLP here"
+        why = "no such MLP here"
         raise no_archlab_equivalent(c, "activation_function", act, f"{why}; convertible: {', '.join(_ACTIVATIONS)}")
     for ours, theirs in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim",
                                                                                     "decoder_ffn_dim")):

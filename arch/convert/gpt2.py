@@ -42,8 +42,8 @@ _TOP_KEYS = {"wte.weight": "wte.weight", "wpe.weight": "pos.wpe.weight", "ln_f.w
              "ln_f.bias": "ln_f.bias"}
 _IGNORED = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers of older transformers
 # our activation <-> HF activation_function (both tanh-GELU spellings load as ours)
-_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}
-_FROM_HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu"}
+_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}
+_FROM_HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_exact", "relu": "relu"}
 
 
 def gpt2_config(vocab_size: int, n_ctx: int, d_model: int, n_layers: int, n_heads: int, d_mlp: int | None = None,

@@ -39,8 +39,8 @@ N_CTX = 512  # relative positions run at any length: n_ctx only sizes tables tha
 
 # (is_gated_act, dense_act_fn) -> our activation
 _ACTIVATIONS = {(False, "relu"): "relu", (True, "silu"): "swiglu", (True, "swish"): "swiglu",
-                (False, "gelu_new"): "gelu", (False, "gelu_pytorch_tanh"): "gelu"}
-_CONVERTIBLE = "relu, gated-silu, gelu_new, gelu_pytorch_tanh"
+                (False, "gelu_new"): "gelu", (False, "gelu_pytorch_tanh"): "gelu", (False, "gelu"): "gelu_exact"}
+_CONVERTIBLE = "relu, gated-silu, gelu_new, gelu_pytorch_tanh, gelu"
 # HF keys with no counterpart that a T5 checkpoint may hold and no forward reads
 _IGNORED = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
 

@@ -211,9 +211,19 @@ def test_hf_configs_without_archlab_equivalent_are_refused(kw, msg):
     assert "\n" not in str(e.value)
 
 
+def test_gpt2_erf_gelu_converts_both_ways():
+    hf = hf_gpt2(activation_function="gelu")  # exact erf GELU -> our gelu_exact
+    ours = from_hf(hf).eval()
+    assert ours.cfg.activation == "gelu_exact"
+    ids = torch.randint(0, ours.cfg.vocab_size, (2, 7))
+    with torch.no_grad():
+        assert torch.allclose(ours(ids), hf(ids).logits, atol=1e-5, rtol=0)
+        assert to_hf(ours).config.activation_function == "gelu"
+
+
 def test_gpt2_refusals_and_unknown_class():
-    with pytest.raises(ValueError, match="activation_function='gelu' has no archlab equivalent"):
-        from_hf(hf_gpt2(activation_function="gelu"))
+    with pytest.raises(ValueError, match="activation_function='silu' has no archlab equivalent"):
+        from_hf(hf_gpt2(activation_function="silu"))
     with pytest.raises(ValueError, match="scale_attn_weights=False"):
         from_hf(hf_gpt2(scale_attn_weights=False))
     with pytest.raises(ValueError, match="^dict has no archlab converter; supported: "):

@@ -128,6 +128,7 @@ T5_CASES = {
                                     vocab_size=97, layer_norm_epsilon=1e-5),
     "untied-relu-32-buckets": dict(tie_word_embeddings=False, untie_head=True, relative_attention_num_buckets=32,
                                    relative_attention_max_distance=128, num_heads=2, d_kv=16),
+    "erf-gelu": dict(feed_forward_proj="gelu"),
     "wide": dict(d_model=128, d_kv=32, d_ff=256, num_layers=4, num_decoder_layers=2, vocab_size=500,
                  relative_attention_num_buckets=32, relative_attention_max_distance=64),
 }
@@ -147,7 +148,8 @@ def test_t5_from_hf_logits_and_loss(case):
     assert cfg.scale_decoder_output == kw.get("tie_word_embeddings", True)
     assert (cfg.n_encoder_layers, cfg.n_decoder_layers) == (hf.config.num_layers, hf.config.num_decoder_layers)
     assert cfg.d_head == hf.config.d_kv and cfg.src_pad_id is None and cfg.dropout == 0.0
-    assert cfg.activation == {"gated-silu": "swiglu", "gelu_new": "gelu"}.get(kw.get("feed_forward_proj"), "relu")
+    assert cfg.activation == {"gated-silu": "swiglu", "gelu_new": "gelu", "gelu": "gelu_exact"}.get(
+        kw.get("feed_forward_proj"), "relu")
     # every HF parameter has exactly one counterpart: the counts agree
     assert count_params(cfg) == sum(p.numel() for p in hf.parameters())
 
@@ -177,10 +179,8 @@ def test_t5_greedy_generation_matches():
 @pytest.mark.parametrize("kw, msg", [
     (dict(feed_forward_proj="gated-gelu"),
      "T5Config feed_forward_proj='gated-gelu' has no archlab equivalent (a GELU-gated MLP (GEGLU); ours gates "
-     "with silu only (swiglu); convertible: relu, gated-silu, gelu_new, gelu_pytorch_tanh)"),
-    (dict(feed_forward_proj="gelu"), "T5Config feed_forward_proj='gelu' has no archlab equivalent (ours is the "
-                                     "tanh approximation (gelu_new); convertible:"),
-], ids=["gated-gelu", "erf-gelu"])
+     "with silu only (swiglu); convertible: relu, gated-silu, gelu_new, gelu_pytorch_tanh, gelu)"),
+], ids=["gated-gelu"])
 def test_t5_refusals_are_one_line(kw, msg):
     with pytest.raises(ValueError) as e:
         from_hf(hf_t5(**kw))
@@ -192,6 +192,7 @@ def test_t5_refusals_are_one_line(kw, msg):
 
 BART_CASES = {
     "tied": dict(),
+    "default-erf-gelu": dict(activation_function="gelu"),  # BartConfig's default: every released BART
     "untied-deeper-encoder": dict(tie_word_embeddings=False, encoder_layers=4, decoder_layers=1),
     "scaled-relu": dict(scale_embedding=True, activation_function="relu", vocab_size=97),
     "gelu_pytorch_tanh-2-heads": dict(activation_function="gelu_pytorch_tanh", encoder_attention_heads=2,
@@ -247,14 +248,12 @@ def test_bart_greedy_generation_matches():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    (dict(activation_function="gelu"),
-     "BartConfig activation_function='gelu' has no archlab equivalent (exact erf GELU; ours is the tanh "
-     "approximation (gelu_new); convertible: gelu_new, gelu_pytorch_tanh, relu)"),
-    (dict(activation_function="silu"), "BartConfig activation_function='silu' has no archlab equivalent"),
+    (dict(activation_function="silu"), "BartConfig activation_function='silu' has no archlab equivalent (no such "
+                                       "MLP here; convertible: gelu_new, gelu_pytorch_tanh, gelu, relu)"),
     (dict(decoder_attention_heads=2), "BartConfig decoder_attention_heads=2 has no archlab equivalent (ours has "
                                       "one value for both stacks; encoder_attention_heads=4)"),
     (dict(decoder_ffn_dim=40), "BartConfig decoder_ffn_dim=40 has no archlab equivalent"),
-], ids=["erf-gelu", "silu", "heads", "ffn"])
+], ids=["silu", "heads", "ffn"])
 def test_bart_refusals_are_one_line(kw, msg):
     with pytest.raises(ValueError) as e:
         from_hf(hf_bart(**kw))

@@ -47,11 +47,15 @@ def required_values(tmp_path, cache_dir):
     from tokenizer.tokenfile import write_tokens
 
     write_tokens(tmp_path / "train.bin", [range(256)], vocab_size=256, fingerprint="f" * 64)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("12\t21\n")
     return {
         ("data", "tokens"): [f"data.train_path={tmp_path / 'train.bin'}"],
         ("data", "text"): [f"data.paths=[{text}]"],
         ("data", "hf"): [f"data.name={jsonl}"],
         ("tokenizer", "load"): [f"tokenizer.path={tok}"],
+        ("data", "seq2seq_synthetic"): ["task=seq2seq"],  # seq2seq data needs the seq2seq task
+        ("data", "seq2seq_pairs"): ["task=seq2seq", f"data.path={pairs}"],
     }
 
 
