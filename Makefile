@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_tokenizer.py
 	$(PY) bench/bench_model.py
 	$(PY) bench/bench_runner.py
+	$(PY) bench/bench_encdec.py
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache
