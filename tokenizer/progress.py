@@ -59,6 +59,7 @@ class LineProgress(NoBar):
         self.start_n = initial
         self.postfix = ""
         self.closed = False
+        self.last_line = None
         self._emit()
 
     def line(self) -> str:
@@ -76,10 +77,12 @@ class LineProgress(NoBar):
             parts.append(self.postfix)
         return ", ".join(parts)
 
-    def _emit(self) -> None:
-        self.stream.write(self.line() + "\n")
-        self.stream.flush()
-        self.last = self.clock()
+    def _emit(self, unless_same: bool = False) -> None:
+        line = self.line()
+        if not (unless_same and line == self.last_line):
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        self.last, self.last_line = self.clock(), line
 
     def write(self, text: str) -> None:
         self.stream.write(text + "\n")
@@ -96,7 +99,7 @@ class LineProgress(NoBar):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._emit()
+            self._emit(unless_same=True)  # the end, unless the last line already said exactly this
 
 
 def progress_bar(show: bool, *, stream: TextIO | None = None, **kwargs: Any):

@@ -44,3 +44,14 @@ def test_choice_by_stream():
     bar = progress_bar(True, total=3, stream=Tty(), leave=False)
     assert isinstance(bar, tqdm)
     bar.close()
+
+
+def test_close_does_not_repeat_the_last_line():
+    out, clock = io.StringIO(), Clock()
+    bar = LineProgress(total=2, desc="demo", unit="run", stream=out, interval=0, clock=clock)
+    clock.t = 1.0
+    bar.update(1)
+    bar.update(1)
+    bar.close()
+    assert out.getvalue().splitlines() == ["demo: 0/2 run (0%)", "demo: 1/2 run (50%), 1 run/s, eta 0:00:01",
+                                           "demo: 2/2 run (100%), 2 run/s"]
