@@ -94,6 +94,30 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout
     )
 
 
+def _set_heads(attn: nn.Module, cfg: ModelConfig, layer_idx: int) -> tuple[int, int, int]:
+    """Check cfg.attention, set layer_idx / n_heads / n_kv_heads / d_head on a self- or cross-attention module;
+    returns (H, Hkv, D)."""
+    if cfg.attention not in ATTENTION:
+        raise ValueError(f"unknown attention {cfg.attention!r}; choose from {sorted(ATTENTION)}")
+    attn.layer_idx = layer_idx
+    H, D = cfg.n_heads, cfg.d_head
+    Hkv = cfg.n_kv_heads or H
+    attn.n_heads, attn.n_kv_heads, attn.d_head = H, Hkv, D
+    return H, Hkv, D
+
+
+def _set_norms_and_kernel(attn: nn.Module, cfg: ModelConfig) -> None:
+    """After the projections (module order = state-dict and init order): qk-norm, dropouts, kernel, scale.
+    The per-head norm is over D with one weight (D,) shared by all heads (Gemma 3 / Qwen 3 / ViT-22B); no shift."""
+    D = cfg.d_head
+    attn.q_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
+    attn.k_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
+    attn.dropout_p = cfg.dropout  # on the attention probabilities
+    attn.resid_dropout = nn.Dropout(cfg.dropout)
+    attn.kernel = ATTENTION[cfg.attention]
+    attn.scale = 1.0 / math.sqrt(cfg.d_head)
+
+
 class CausalSelfAttention(nn.Module):
     """c_attn -> split heads -> qk-norm -> rotate (rope) -> append to cache -> kernel -> merge heads -> c_proj
     -> dropout. q_norm / k_norm are nn.Identity unless cfg.qk_norm is set. Causal unless step.causal is False
@@ -101,22 +125,11 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
-        if cfg.attention not in ATTENTION:
-            raise ValueError(f"unknown attention {cfg.attention!r}; choose from {sorted(ATTENTION)}")
-        self.layer_idx = layer_idx
-        H, D = cfg.n_heads, cfg.d_head
-        Hkv = cfg.n_kv_heads or H
-        self.n_heads, self.n_kv_heads, self.d_head = H, Hkv, D
+        H, Hkv, D = _set_heads(self, cfg, layer_idx)
         self.qkv_sizes = (H * D, Hkv * D, Hkv * D)  # c_attn's output columns: q | k | v
         self.c_attn = nn.Linear(cfg.d_model, sum(self.qkv_sizes), bias=cfg.bias)
         self.c_proj = nn.Linear(H * D, cfg.d_model, bias=cfg.bias)
-        # per-head norm over D with one weight (D,) shared by all heads (Gemma 3 / Qwen 3 / ViT-22B); no shift
-        self.q_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
-        self.k_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
-        self.dropout_p = cfg.dropout  # on the attention probabilities
-        self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.kernel = ATTENTION[cfg.attention]
-        self.scale = 1.0 / math.sqrt(cfg.d_head)
+        _set_norms_and_kernel(self, cfg)
 
     def forward(self, x: Tensor, step: Step) -> Tensor:  # (B, T, C) -> (B, T, C)
         B, T, _ = x.shape
@@ -154,22 +167,12 @@ class CrossAttention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
-        if cfg.attention not in ATTENTION:
-            raise ValueError(f"unknown attention {cfg.attention!r}; choose from {sorted(ATTENTION)}")
-        self.layer_idx = layer_idx
-        H, D = cfg.n_heads, cfg.d_head
-        Hkv = cfg.n_kv_heads or H
-        self.n_heads, self.n_kv_heads, self.d_head = H, Hkv, D
+        H, Hkv, D = _set_heads(self, cfg, layer_idx)
         self.kv_sizes = (Hkv * D, Hkv * D)  # c_kv's output columns: k | v
         self.c_q = nn.Linear(cfg.d_model, H * D, bias=cfg.bias)
         self.c_kv = nn.Linear(cfg.d_model, sum(self.kv_sizes), bias=cfg.bias)
         self.c_proj = nn.Linear(H * D, cfg.d_model, bias=cfg.bias)
-        self.q_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
-        self.k_norm = build_norm(cfg, cfg.qk_norm, D, bias=False) if cfg.qk_norm else nn.Identity()
-        self.dropout_p = cfg.dropout
-        self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.kernel = ATTENTION[cfg.attention]
-        self.scale = 1.0 / math.sqrt(cfg.d_head)
+        _set_norms_and_kernel(self, cfg)
 
     def memory_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of the encoder output: memory (B, S, C) -> k, v (B, Hkv, S, D), k normed."""
