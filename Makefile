@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_model.py
 	$(PY) bench/bench_runner.py
 	$(PY) bench/bench_encdec.py
+	$(PY) bench/bench_norms.py
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache

@@ -404,7 +404,9 @@ def test_rmsnorm_rule_outcomes():
     assert diff_row[0] == "rmsnorm − layernorm" and "(better; higher is better)" in diff_row[3]  # tokens/s: up is better
     assert "(not distinguishable)" in diff_row[2]
     v = rule(_rms(same, 1.0))
-    assert v.outcome == "partly" and "not resolvably faster" in v.explanation
+    assert v.outcome == "partly" and "not resolvably faster" in v.explanation and "noise" in v.likely_reason
+    v = rule(_rms(same, 0.9))  # resolvably slower: a different reason than noise
+    assert v.outcome == "partly" and "slower" in v.explanation and "bench_norms.py" in v.likely_reason
     v = rule(_rms([0.1, 0.12, 0.09, 0.11, 0.1], 1.0))
     assert v.outcome == "not reproduced" and v.likely_reason
 
