@@ -1,12 +1,20 @@
-"""A Hydra callback that tells a multirun user where its runs are, builds their report, and sets the exit status.
+"""Hydra callbacks of a multirun: stopping it cleanly (SweepStop), and telling the user where its runs are,
+building their report and setting the exit status (SweepReport).
 
-Configured in conf/train.yaml (`hydra.callbacks.sweep_report`). At the start of a sweep it prints the sweep
+SweepStop (`hydra.callbacks.sweep_stop`): from the start of the sweep, the launcher process holds SIGINT/SIGTERM
+(experiments.interrupt.hold_sweep): the first one is passed on to the job processes as a soft stop, every job
+in progress finishes its step, saves a checkpoint and records `interrupted`, and every job not yet started records
+`interrupted` without starting. At the end it prints how many runs were stopped and the one command that resumes
+the sweep (`... -m <same overrides> hydra.sweep.dir=<dir> train.resume=true`), and exits 130. A second signal
+stops everything at once (`stopped_at_once`: jobs in progress may then read `running`; resume the same way).
+
+SweepReport (`hydra.callbacks.sweep_report`): At the start of a sweep it prints the sweep
 directory; at the end, one line per run (status, final val/loss, and the reason of a run that did not complete),
 then it builds `<sweep dir>/report/` with experiments.compare (always: a sweep whose runs all failed gets a report
 that says so) and prints the path of report.html (or, if that fails, why, and the command to retry).
 
-Exit status: a sweep in which any job `failed` or was `interrupted` (or left no summary) exits 1 after the report
-is built, so a script or CI sees it; `diverged` is a result of the experiment, not a fault, and keeps exit 0.
+Exit status: 130 for a sweep stopped by a signal (SweepStop); else a sweep in which any job `failed` or was
+`interrupted` (or left no summary) exits 1 after the report is built, so a script or CI sees it; `diverged` is a result of the experiment, not a fault, and keeps exit 0.
 Run dirs are read through experiments/rundir.py.
 Not handled: SLURM sweeps whose jobs are still queued when the launcher returns (statuses then read `running`).
 """
@@ -20,6 +28,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from experiments.interrupt import EXIT_CODE, hold_sweep, release_sweep, sweep_stopped
 from experiments.rundir import RUN_MARKERS, RunDir
 
 # Statuses that make a sweep exit non-zero ("running" at the end of a sweep = a job that died without a summary).
@@ -46,6 +55,38 @@ def _status_lines(sweep_dir: Path) -> list[str]:
     return [_status_line(d, s) for d, s in sweep_statuses(sweep_dir)]
 
 
+class SweepStop(Callback):
+    """Ctrl-C / SIGTERM stops the whole sweep cleanly; the end says how to resume it (module docstring)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hold_sweep(str(config.hydra.sweep.dir), forward=True, fresh=True)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep = str(config.hydra.sweep.dir)
+        release_sweep(sweep)
+        why = sweep_stopped(sweep)
+        if why is None:
+            return
+        from experiments.train import sweep_resume_command
+
+        jobs = sweep_statuses(Path(sweep))
+        stopped = sum(1 for _, s in jobs if (s.get("status") or "running") != "completed")
+        print(f"[archlab] sweep stopped by {why}: {stopped} of {len(jobs)} run(s) not completed; resume with: "
+              f"{sweep_resume_command(sweep)}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_CODE)
+
+
+def stopped_at_once() -> None:
+    """The launcher's second Ctrl-C / SIGTERM (KeyboardInterrupt out of Hydra): one line and exit 130, no traceback."""
+    from experiments.interrupt import held_sweeps
+    from experiments.train import sweep_resume_command
+
+    for sweep in held_sweeps():
+        print(f"[archlab] sweep stopped at once: runs in progress in {sweep} may read `running`; resume with: "
+              f"{sweep_resume_command(sweep)}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_CODE)
+
+
 class SweepReport(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         print(f"[archlab] sweep {config.experiment_name}: runs go to {config.hydra.sweep.dir}/", file=sys.stderr, flush=True)
@@ -65,7 +106,7 @@ class SweepReport(Callback):
             print(f"[archlab] report not built: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         print(f"[archlab] compare them: python -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)
         faults = [(d, s.get("status") or "running") for d, s in jobs if (s.get("status") or "running") in FAULT_STATUSES]
-        if faults:
+        if faults and not sweep_stopped(str(sweep_dir)):  # a stopped sweep: SweepStop prints how to resume, exit 130
             names = ", ".join(f"{d.name} ({status})" for d, status in faults)
             print(f"[archlab] {len(faults)} of {len(jobs)} run(s) did not complete: {names}", file=sys.stderr, flush=True)
             raise SystemExit(1)

@@ -17,7 +17,9 @@ What happens to a run, and what summary.json then says:
 * a NaN/inf loss or grad norm: `diverged`; train() returns normally, so the other jobs of a sweep go on;
 * Ctrl-C / SIGTERM: the step in progress finishes, a checkpoint is saved, `interrupted`, RunInterrupted is raised
   (the CLI prints one line with the resume command and exits 130); `train.resume=true` then finishes the run
-  exactly as if it had never stopped (bit-exact on the CPU);
+  exactly as if it had never stopped (bit-exact on the CPU); in a sweep (any launcher) the request holds for the
+  whole sweep: later jobs record `interrupted` without starting, and `train.resume=true` on the same multirun
+  resumes it (experiments/interrupt.py, experiments/sweep_callback.py);
 * an exception or a config error, during setup or in the loop: `failed` with the reason in `error` (a failed
   resume leaves the earlier run's files untouched); a damaged checkpoint is one ConfigError naming the file;
 * SIGKILL: summary.json keeps `running`; `train.resume=true` continues from the last atomic checkpoint.
@@ -49,7 +51,7 @@ from experiments import distributed, resolvers  # noqa: F401  (resolvers registe
 from experiments.checkpoint import CheckpointError, Checkpoints, rng_state, save_weights, set_rng_state
 from experiments.config_check import encdec_config, model_config, task_kind, to_plain, validate
 from experiments.errors import ConfigError
-from experiments.interrupt import EXIT_CODE, RunInterrupted, StopRequest
+from experiments.interrupt import EXIT_CODE, RunInterrupted, StopRequest, hold_sweep, sweep_stopped
 from experiments.rundir import RunDir, RunDirError
 
 log = logging.getLogger(__name__)
@@ -208,6 +210,13 @@ def train(cfg: DictConfig | dict) -> dict[str, Any]:
         if info.is_main:
             record_config_error(cfg, e)
         raise
+    sweep = sweep_dir()
+    if sweep is not None:  # a sweep job: keep the sweep's stop handlers between jobs too (interrupt.hold_sweep)
+        hold_sweep(sweep)
+        if why := sweep_stopped(sweep):
+            raise RunInterrupted(f"not started: the sweep was stopped by {why}",
+                                 record_not_run(cfg, "interrupted", f"not started: the sweep was stopped by {why} "
+                                                "before this job began; resume the sweep with train.resume=true"))
     device = distributed.pick_device(str(c["train"]["device"]), info)
     distributed.setup(info, device)
     threads_before = torch.get_num_threads()  # train.num_threads is per run, not for the rest of the process
@@ -222,6 +231,13 @@ def record_config_error(cfg: DictConfig | dict, error: ConfigError) -> None:
     """A sweep job (or a train() call with train.run_dir) whose config is refused still leaves summary.json
     `failed` with the reason in its own run dir, when that dir holds no run yet (never over another run's files).
     A single CLI run leaves nothing: its one-line error says it all."""
+    record_not_run(cfg, "failed", f"config error: {error}")
+
+
+def record_not_run(cfg: DictConfig | dict, status: str, error: str) -> dict[str, Any]:
+    """summary.json with `status` and `error` for a job that never reached its loop (a refused config, a sweep
+    stopped before the job began), in its own run dir when that dir holds no run yet; returns the summary written,
+    else the dir's own summary ({} if none). Nothing for a single CLI run (its one line says it all)."""
     raw = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
 
     def select(key: str) -> Any:
@@ -232,20 +248,22 @@ def record_config_error(cfg: DictConfig | dict, error: ConfigError) -> None:
 
     explicit, hc = select("train.run_dir"), _hydra_runtime()
     if hc is not None and not _is_multirun():
-        return  # a single CLI run: the one-line error is the whole story, no dir is left behind for it
+        return {}  # a single CLI run: the one-line error is the whole story, no dir is left behind for it
     path = Path(os.path.expanduser(str(explicit))) if explicit else (Path(hc.runtime.output_dir) if hc else None)
     if path is None:
-        return  # train() outside Hydra without a run dir: nothing of the user's names a place for it
+        return {}  # train() outside Hydra without a run dir: nothing of the user's names a place for it
     rd = RunDir(path)
     try:
         rd.check_can_start(resume=False, overwrite=False)
     except RunDirError:
-        return
+        return rd.read_summary() or {}
     run_name, overrides = run_identity(path)
     seed = select("seed")
-    rd.write_summary({"status": "failed", "error": f"config error: {error}", "experiment": select("experiment_name"),
-                      "run_name": run_name, "overrides": overrides, "seed": seed if isinstance(seed, int) else None,
-                      "steps": 0, "tokens": 0, "run_dir": str(path)})
+    summary = {"status": status, "error": error, "experiment": select("experiment_name"), "run_name": run_name,
+               "overrides": overrides, "seed": seed if isinstance(seed, int) else None, "steps": 0, "tokens": 0,
+               "run_dir": str(path)}
+    rd.write_summary(summary)
+    return summary
 
 
 def resume_command(run_dir: Path, argv: list[str] | None = None) -> str:
@@ -258,6 +276,18 @@ def resume_command(run_dir: Path, argv: list[str] | None = None) -> str:
     if not any(a.startswith(("hydra.run.dir=", "train.run_dir=")) for a in keep):
         keep.append(f"hydra.run.dir={run_dir}")
     return shlex.join(["python", "-m", "experiments.train", *keep, "train.resume=true"])
+
+
+def sweep_resume_command(sweep: str | Path, argv: list[str] | None = None) -> str:
+    """The command that continues a stopped sweep: the same multirun with its sweep dir pinned and
+    train.resume=true (interrupted jobs continue, jobs that never started start, completed ones stay completed)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["-c"]:
+        argv = argv[1:]
+    keep = [a for a in argv if not a.startswith(("train.resume=", "train.overwrite=", "hydra.sweep.dir=", "-m",
+                                                 "--multirun"))]
+    return shlex.join(["python", "-m", "experiments.train", "-m", *keep, f"hydra.sweep.dir={sweep}",
+                       "train.resume=true"])
 
 
 class TrainingRun:
@@ -286,7 +316,7 @@ class TrainingRun:
 
     def run(self) -> dict[str, Any]:
         self.open_run_dir()  # a dir holding another run, or an unwritable one: ConfigError, nothing written
-        with StopRequest() as self.stop:
+        with StopRequest(sweep_dir()) as self.stop:
             try:
                 self.load_data()
                 self.build_model()
@@ -665,12 +695,19 @@ def _is_multirun() -> bool:
         return False
 
 
+def sweep_dir() -> str | None:
+    """The sweep dir of the multirun job this process is running, else None."""
+    return str(_hydra_runtime().sweep.dir) if _is_multirun() else None
+
+
 @hydra.main(version_base="1.3", config_path=str(__import__("experiments.compose").compose.CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """CLI entry: train(cfg). Every outcome but success is one line on stderr:
 
     * a ConfigError: `config error: ...`, exit 2 (in a sweep the job's summary says `failed` and the others go on);
-    * Ctrl-C / SIGTERM: `interrupted at step N; ... resume with: <command>`, exit 130 (a sweep stops there too);
+    * Ctrl-C / SIGTERM: `interrupted at step N; ... resume with: <command>`, exit 130; in a sweep the job returns,
+      the later jobs record themselves `interrupted` without starting, and the sweep's callback prints the
+      command that resumes them all and exits 130 (experiments.sweep_callback.SweepStop);
     * any other exception: a single run keeps its traceback (a bug should show where); in a sweep it is logged,
       the job's summary.json says `failed` with the reason, and the sweep goes on (the sweep callback then
       exits 1). Re-raised, Hydra's sweeper would stop at it after the batch, skipping the report.
@@ -686,6 +723,9 @@ def main(cfg: DictConfig) -> float | None:
     except KeyboardInterrupt as e:
         run_dir = Path((getattr(e, "summary", None) or {}).get("run_dir") or resolve_run_dir(to_plain(cfg)))
         how = str(e) if isinstance(e, RunInterrupted) else "interrupted"
+        if _is_multirun():  # the other jobs record themselves; the sweep's last line says how to resume them all
+            print(f"{how}; {run_dir}: summary.json says interrupted", file=sys.stderr, flush=True)
+            return None
         print(f"{how}; {run_dir}: summary.json says interrupted; resume with: {resume_command(run_dir)}",
               file=sys.stderr, flush=True)
         sys.exit(EXIT_CODE)
@@ -701,4 +741,9 @@ if __name__ == "__main__":
     from experiments.cli_precheck import precheck_or_exit
 
     precheck_or_exit(sys.argv[1:])
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # a sweep's launcher got a second Ctrl-C / SIGTERM: its jobs were stopped at once
+        from experiments.sweep_callback import stopped_at_once
+
+        stopped_at_once()

@@ -5,15 +5,21 @@
     python -m experiments.findings rope_vs_learned --smoke    # seconds; the doc goes into the sweep dir
     python -m experiments.findings --index                    # rewrite docs/findings/README.md's table
     python -m experiments.findings rope_vs_learned --from-sweep multirun/findings/rope_vs_learned/<time>   # doc again
+    python -m experiments.findings rope_vs_learned --resume --out-dir multirun/findings/rope_vs_learned/<time>
 
 A run is `python -m experiments.train -m experiment=finding_<name> hydra/launcher=joblib_2 hydra.sweep.dir=<dir>
 [smoke overrides] [your overrides]` as a subprocess (its output goes to stderr; the sweep callback's default report
 is switched off: this command builds the report itself, grouped by the finding's keys against its baseline), then
 experiments.compare.build_report into <dir>/report/, the finding's own measurement (if any), its rule, and the doc
 with its figures. stdout gets only the doc's path.
-Exit status: 0 done (whatever the verdict), 2 bad arguments (one line `findings: error: ...`), 1 when the sweep
-produced no run to judge, or when some runs failed or were interrupted (the doc is still written for the others).
-Not handled: resuming a killed sweep (rerun it; train.resume per run dir works by hand), SLURM launchers.
+Ctrl-C / SIGTERM (to this command, or to the whole terminal group): passed on to the sweep as its soft stop
+request (experiments.interrupt), so the runs in progress save a checkpoint and record `interrupted`, the others
+record that they never started; no doc is written, and one line gives the command that continues the sweep,
+`--resume --out-dir <dir>` (train.resume=true on the same sweep; its finding.json, written before the sweep starts,
+holds the arguments). A second signal is passed on as it is (the sweep then stops at once).
+Exit status: 0 done (whatever the verdict), 2 bad arguments (one line `findings: error: ...`), 130 stopped by a
+signal, 1 when the sweep produced no run to judge, or when some runs failed or were interrupted (the doc is still
+written for the others). Not handled: SLURM launchers.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import argparse
 import json
 import os
 import re
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -62,6 +70,8 @@ def parser() -> argparse.ArgumentParser:
                    help="where to write the doc (default <docs-dir>/<name>.md; with --smoke <sweep dir>/<name>.md)")
     p.add_argument("--from-sweep", type=Path, default=None, metavar="DIR",
                    help="no training: rebuild the report and doc of an earlier run of this finding in DIR")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the stopped sweep in --out-dir (train.resume=true), then judge it and write the doc")
     return p
 
 
@@ -145,11 +155,28 @@ def _stderr_fd() -> int | None:
 
 
 def run_sweep(argv: list[str]) -> tuple[int, float]:
-    """Run the training command; (exit status, wall seconds). Its stdout goes to our stderr."""
+    """Run the training command; (exit status, wall seconds). Its stdout goes to our stderr. A first Ctrl-C /
+    SIGTERM to this process is passed on as the sweep's soft stop request, a second as it is; either way this
+    waits for the sweep to record its runs and exit."""
+    from experiments.interrupt import SWEEP_STOP, StopRequest
+
     t0 = time.perf_counter()
     fd = _stderr_fd()
-    p = subprocess.run([sys.executable, "-m", "experiments.train", *argv], stdout=fd if fd is not None else None)
-    return p.returncode, time.perf_counter() - t0
+    p = subprocess.Popen([sys.executable, "-m", "experiments.train", *argv], stdout=fd if fd is not None else None)
+
+    def soft_stop() -> None:
+        if SWEEP_STOP is not None and p.poll() is None:
+            p.send_signal(SWEEP_STOP)
+
+    with StopRequest(forward=soft_stop):
+        while True:
+            try:
+                rc = p.wait()
+                break
+            except KeyboardInterrupt as e:  # the second signal: pass it on and keep waiting for the sweep to exit
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM if "SIGTERM" in str(e) else signal.SIGINT)
+    return rc, time.perf_counter() - t0
 
 
 def cpu_count() -> int:
@@ -246,24 +273,59 @@ def run(f: Finding, args: argparse.Namespace) -> int:
     cli_args = [*(["--smoke"] if smoke else []), *(["--jobs", str(args.jobs)] if args.jobs is not None else []), *user]
     print(f"findings: {f.name}: sweep -> {sweep_dir}/ ({launcher_overrides(jobs)[1]}"
           f"{', smoke' if smoke else ''})", file=sys.stderr, flush=True)
-    rc, wall = run_sweep(argv)
     meta = {"name": f.name, "smoke": smoke, "args": cli_args, "overrides": overrides, "train_argv": argv,
-            "train_rc": rc, "sweep_dir": str(sweep_dir), "wall_s": wall, "cpus": cpu_count(), "jobs": jobs,
-            "launcher": launcher_overrides(jobs)[1], "started": stamp}
-    if sweep_dir.is_dir():
-        (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return judge(f, sweep_dir, meta, doc_path, overrides)
+            "train_rc": None, "sweep_dir": str(sweep_dir), "wall_s": 0.0, "attempts": 0, "cpus": cpu_count(),
+            "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp}
+    return sweep_and_judge(f, sweep_dir, meta, doc_path, argv)
+
+
+def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, argv: list[str]) -> int:
+    """One attempt at the sweep (finding.json first, so that a stopped one can be resumed), then judge() unless it
+    was stopped by a signal."""
+    from experiments.interrupt import EXIT_CODE
+
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")
+    rc, wall = run_sweep(argv)
+    meta.update({"train_rc": rc, "wall_s": float(meta.get("wall_s") or 0.0) + wall,
+                 "attempts": int(meta.get("attempts") or 0) + 1})
+    (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if rc == EXIT_CODE:  # stopped: its runs are recorded; judging a part of the sweep would write a wrong doc
+        print(f"findings: {f.name}: stopped; no doc written; resume with: python -m experiments.findings {f.name} "
+              f"--resume --out-dir {shlex.quote(str(sweep_dir))}", file=sys.stderr, flush=True)
+        return EXIT_CODE
+    return judge(f, sweep_dir, meta, doc_path, meta.get("overrides", []))
+
+
+def read_meta(f: Finding, sweep_dir: Path, option: str) -> dict[str, Any]:
+    """The finding.json of an earlier run of finding `f` in sweep_dir; UsageError naming `option` otherwise."""
+    try:
+        meta = json.loads((sweep_dir / "finding.json").read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"{option} {sweep_dir}: no readable finding.json (not a findings sweep dir)") from None
+    if meta.get("name") != f.name:
+        raise UsageError(f"{option} {sweep_dir} holds finding {meta.get('name')!r}, not {f.name!r}")
+    return meta
+
+
+def resume(f: Finding, args: argparse.Namespace) -> int:
+    """--resume: the stopped sweep in --out-dir again with train.resume=true, then judge it."""
+    sweep_dir = args.out_dir
+    if sweep_dir is None:
+        raise UsageError("--resume needs --out-dir <the sweep dir of the stopped run>")
+    meta = read_meta(f, sweep_dir, "--out-dir")
+    if args.overrides or args.smoke or args.jobs is not None or args.from_sweep:
+        raise UsageError("--resume takes no overrides, --smoke, --jobs or --from-sweep (they are those of the "
+                         "stopped run, in its finding.json)")
+    doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
+    print(f"findings: {f.name}: resuming the sweep in {sweep_dir}/", file=sys.stderr, flush=True)
+    return sweep_and_judge(f, sweep_dir, meta, doc_path, [*meta["train_argv"], "train.resume=true"])
 
 
 def rebuild(f: Finding, args: argparse.Namespace) -> int:
     """--from-sweep: the report and doc of an earlier run of this finding, without training."""
     sweep_dir = args.from_sweep
-    try:
-        meta = json.loads((sweep_dir / "finding.json").read_text())
-    except (OSError, ValueError):
-        raise UsageError(f"--from-sweep {sweep_dir}: no readable finding.json (not a findings sweep dir)") from None
-    if meta.get("name") != f.name:
-        raise UsageError(f"--from-sweep {sweep_dir} holds finding {meta.get('name')!r}, not {f.name!r}")
+    meta = read_meta(f, sweep_dir, "--from-sweep")
     if args.overrides or args.smoke or args.out_dir:
         raise UsageError("--from-sweep takes no overrides, --smoke or --out-dir (they are those of the earlier run)")
     doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
@@ -294,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.name not in FINDINGS:
             raise UsageError(f"unknown finding {args.name!r}; choose from {', '.join(FINDINGS)}")
         f = FINDINGS[args.name]
-        return rebuild(f, args) if args.from_sweep else run(f, args)
+        return resume(f, args) if args.resume else rebuild(f, args) if args.from_sweep else run(f, args)
     except UsageError as e:
         print(f"findings: error: {e}", file=sys.stderr)
         return 2

@@ -134,7 +134,9 @@ def as_run(meta: dict[str, Any], records: list[RunRecord]) -> list[str]:
         f"- Launcher: {launcher}.",
         f"- Wall time of the whole sweep on this machine: {_duration(meta.get('wall_s'))} "
         f"({meta.get('cpus', '?')} CPUs{', ' + meta['device'] if meta.get('device') else ''}; measured by the findings "
-        "command around the training command).",
+        "command around the training command"
+        + (f"; the sum of {meta['attempts']} attempts: stopped, then resumed with `--resume`"
+           if int(meta.get("attempts") or 1) > 1 else "") + ").",
     ]
     return lines
 

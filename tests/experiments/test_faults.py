@@ -305,3 +305,114 @@ def test_a_sweep_with_failing_jobs_runs_the_rest_reports_them_and_exits_1(cache_
     assert "RuntimeError: disk on fire" in report_md and "config error: " in report_md
     assert f"report: {sweep / 'report' / 'report.html'}" in err
     assert "did not complete" in err
+
+
+# ------------------------------------------------------------------------------------------ a stopped sweep
+
+
+def _sweep_argv(cache_dir, sweep, *extra):
+    return ["train", "-m", *[o for o in TINY if not o.startswith(("train.steps", "train.eval_interval", "train.ckpt_interval"))],
+            "train.steps=12", "train.eval_interval=4", "train.ckpt_interval=100", f"data.cache_dir={cache_dir}",
+            f"hydra.sweep.dir={sweep}", "hydra/job_logging=disabled", "seed=0,1,2", *extra]
+
+
+def _run_main(monkeypatch, argv) -> int | None:
+    from hydra.core.global_hydra import GlobalHydra
+
+    monkeypatch.setattr("sys.argv", argv)
+    GlobalHydra.instance().clear()
+    try:
+        train_mod.main()
+    except SystemExit as e:
+        return e.code
+    return 0
+
+
+def test_a_stopped_sweep_records_every_job_and_resumes_to_the_uninterrupted_result(make_cfg, cache_dir, tmp_path,
+                                                                                   monkeypatch, capsys):
+    """Ctrl-C during job 0 of an in-process sweep (basic launcher): job 0 finishes its step, checkpoints and says
+    `interrupted`; jobs 1 and 2 say `interrupted` without having started; the report is built; exit 130 with one
+    resume command. That command finishes every job, and job 0's metrics equal an uninterrupted run's."""
+    import experiments.schedule
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    reference = tmp_path / "reference"
+    train(make_cfg("train.steps=12", "train.eval_interval=4", "train.ckpt_interval=100", "seed=0", run_dir=reference))
+
+    real, fired = experiments.schedule.lr_at, []
+
+    def lr_at(step, **kw):
+        if step == 5 and not fired:
+            fired.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(step, **kw)
+
+    monkeypatch.setattr(experiments.schedule, "lr_at", lr_at)
+    sweep = tmp_path / "sweep"
+    before = signal.getsignal(signal.SIGINT)
+    assert _run_main(monkeypatch, _sweep_argv(cache_dir, sweep)) == 130
+    assert signal.getsignal(signal.SIGINT) is before  # the sweep's handlers are put back
+    err = capsys.readouterr().err
+    jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name[0].isdigit()), key=lambda p: int(p.name.split("_")[0]))
+    statuses = [summary_of(p) for p in jobs]
+    assert [s["status"] for s in statuses] == ["interrupted"] * 3
+    assert statuses[0]["steps"] == 6 and "SIGINT at step 6" in statuses[0]["error"]
+    assert [s["steps"] for s in statuses[1:]] == [0, 0]
+    assert all(s["error"].startswith("not started: the sweep was stopped by SIGINT") for s in statuses[1:])
+    assert (sweep / "report" / "report.md").exists()
+    lines = [line for line in err.splitlines() if "resume with: " in line]
+    assert len(lines) == 1 and lines[0].startswith("[archlab] sweep stopped by SIGINT: 3 of 3 run(s) not completed")
+    resume = shlex.split(lines[0].split("resume with: ", 1)[1])
+    assert resume[:4] == ["python", "-m", "experiments.train", "-m"] and resume[-1] == "train.resume=true"
+    assert f"hydra.sweep.dir={sweep}" in resume
+
+    assert _run_main(monkeypatch, ["train", *resume[3:]]) == 0
+    finals = [summary_of(p) for p in jobs]
+    assert [s["status"] for s in finals] == ["completed"] * 3 and [s["steps"] for s in finals] == [12] * 3
+    assert comparable(jobs[0]) == comparable(reference)
+    assert finals[0]["final_val_loss"] == summary_of(reference)["final_val_loss"]
+
+    again = {p.name: snapshot(p) for p in jobs}  # resuming a finished sweep changes no run's metrics
+    assert _run_main(monkeypatch, ["train", *resume[3:]]) == 0
+    for p in jobs:
+        assert snapshot(p)["metrics.jsonl"] == again[p.name]["metrics.jsonl"]
+        assert summary_of(p)["status"] == "completed"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl-c to the group", "SIGTERM to the launcher"])
+def test_a_joblib_sweep_stops_cleanly_and_resumes(make_cfg, cli_env, cache_dir, tmp_path, how):
+    """Two loky workers. A terminal's Ctrl-C reaches every process of the group; `kill <launcher>` reaches only the
+    launcher, which passes it on. Either way: no traceback, exit 130, every job recorded, and the printed command
+    finishes the sweep with job 0 equal to an uninterrupted run."""
+    reference = tmp_path / "reference"
+    train(make_cfg("train.steps=300", "train.eval_interval=100", "train.ckpt_interval=1000", "seed=0", run_dir=reference))
+    sweep = tmp_path / "sweep"
+    cmd = [PYTHON, "-m", "experiments.train", "-m", *[o for o in TINY if not o.startswith(("train.steps", "train.eval_interval",
+           "train.ckpt_interval"))], "train.steps=300", "train.eval_interval=100", "train.ckpt_interval=1000",
+           f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep}", "hydra/launcher=joblib_2", "train.num_threads=1",
+           "seed=0,1,2"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and \
+            sum(1 for m in sweep.glob("*/metrics.jsonl") if len(m.read_text().splitlines()) >= 3) < 2:
+        time.sleep(0.05)
+    if how == "ctrl-c to the group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name[0].isdigit()), key=lambda p: int(p.name.split("_")[0]))
+    statuses = [summary_of(p) for p in jobs]
+    assert len(statuses) == 3 and {s["status"] for s in statuses} == {"interrupted"}, statuses
+    assert statuses[0]["steps"] >= 3 and statuses[1]["steps"] >= 3 and statuses[2]["steps"] == 0
+    resume_lines = [line for line in err.splitlines() if "resume with: " in line]
+    assert len(resume_lines) == 1, err[-3000:]
+    resume = shlex.split(resume_lines[0].split("resume with: ", 1)[1])
+    resumed = subprocess.run([PYTHON, *resume[1:]], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [summary_of(p)["status"] for p in jobs] == ["completed"] * 3
+    assert comparable(jobs[0]) == comparable(reference)

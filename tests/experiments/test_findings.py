@@ -11,8 +11,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
+import shlex
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -187,6 +191,73 @@ def test_no_run_to_judge_is_exit_1(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no run completed or diverged" in err and "boom" in err
     assert not (tmp_path / "doc.md").exists()
+
+
+
+def test_a_stopped_sweep_writes_no_doc_and_resume_continues_it(tmp_path, monkeypatch, capsys):
+    """The sweep exits 130 (stopped by a signal): no doc, finding.json kept, one line naming --resume; --resume
+    reruns the same training command with train.resume=true and adds up the wall time."""
+    from experiments.findings import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "run_sweep", lambda argv: (calls.append(argv), (130, 2.0))[1])
+    sweep, doc = tmp_path / "s", tmp_path / "doc.md"
+    assert main(["rope_vs_learned", "--smoke", "--out-dir", str(sweep), "--doc", str(doc)]) == 130
+    err = capsys.readouterr().err
+    assert f"resume with: python -m experiments.findings rope_vs_learned --resume --out-dir {sweep}" in err
+    assert not doc.exists() and not (sweep / "report").exists()
+    meta = json.loads((sweep / "finding.json").read_text())
+    assert meta["attempts"] == 1 and meta["train_rc"] == 130 and meta["train_argv"] == calls[0]
+
+    monkeypatch.setattr(cli, "run_sweep", lambda argv: (calls.append(argv), (1, 3.0))[1])  # no runs: exit 1
+    assert main(["rope_vs_learned", "--resume", "--out-dir", str(sweep), "--doc", str(doc)]) == 1
+    assert calls[1] == [*calls[0], "train.resume=true"]
+    meta = json.loads((sweep / "finding.json").read_text())
+    assert meta["attempts"] == 2 and meta["wall_s"] == 5.0 and meta["train_argv"] == calls[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--resume"], "--resume needs --out-dir"),
+    (["--resume", "--out-dir", "{empty}"], "no readable finding.json"),
+    (["--resume", "--out-dir", "{other}"], "holds finding 'swiglu_vs_gelu'"),
+    (["--resume", "--out-dir", "{mine}", "seed=0"], "--resume takes no overrides"),
+])
+def test_resume_mistakes_are_one_line(tmp_path, capsys, args, message):
+    (tmp_path / "empty").mkdir()
+    for name, finding in (("other", "swiglu_vs_gelu"), ("mine", "rope_vs_learned")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "finding.json").write_text(json.dumps({"name": finding, "train_argv": ["-m"]}))
+    argv = [a.format(empty=tmp_path / "empty", other=tmp_path / "other", mine=tmp_path / "mine") for a in args]
+    assert main(["rope_vs_learned", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("findings: error: ") and message in err[0]
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_findings_command_stops_the_sweep_and_resume_finishes_it(tmp_path, findings_env):
+    sweep = tmp_path / "s"
+    cmd = [PYTHON, "-m", "experiments.findings", "rope_vs_learned", "--smoke", "--jobs", "2", "train.tokens=40000",
+           "--out-dir", str(sweep)]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and \
+            sum(1 for m in sweep.glob("*/metrics.jsonl") if m.stat().st_size > 0) < 2:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)  # this process only, as `kill <pid>` does
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and out == ""
+    statuses = [json.loads(p.read_text())["status"] for p in sorted(sweep.glob("*/summary.json"))]
+    assert statuses == ["interrupted"] * 4
+    line = [ln for ln in err.splitlines() if ln.startswith("findings: rope_vs_learned: stopped")]
+    assert len(line) == 1 and not (sweep / "rope_vs_learned.md").exists()
+    resume = shlex.split(line[0].split("resume with: ", 1)[1])
+    done = subprocess.run([PYTHON, *resume[1:]], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [json.loads(p.read_text())["status"] for p in sorted(sweep.glob("*/summary.json"))] == ["completed"] * 4
+    text = (sweep / "rope_vs_learned.md").read_text()
+    assert "the sum of 2 attempts" in text
 
 
 # ------------------------------------------------------------------------------------------------ pre-registered setups
