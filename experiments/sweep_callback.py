@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.interrupt import EXIT_CODE, hold_sweep, release_sweep, sweep_stopped
 from experiments.rundir import RUN_MARKERS, RunDir
@@ -59,7 +59,10 @@ class SweepStop(Callback):
     """Ctrl-C / SIGTERM stops the whole sweep cleanly; the end says how to resume it (module docstring)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        hold_sweep(str(config.hydra.sweep.dir), forward=True, fresh=True)
+        # joblib's workers are other processes: they get the stop passed on; the basic launcher runs the jobs here
+        # (its child processes, e.g. tokenizer workers, are not jobs and get nothing)
+        launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+        hold_sweep(str(config.hydra.sweep.dir), forward="joblib" in launcher.lower(), fresh=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep = str(config.hydra.sweep.dir)
@@ -107,6 +110,7 @@ class SweepReport(Callback):
         print(f"[archlab] compare them: python -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)
         faults = [(d, s.get("status") or "running") for d, s in jobs if (s.get("status") or "running") in FAULT_STATUSES]
         if faults and not sweep_stopped(str(sweep_dir)):  # a stopped sweep: SweepStop prints how to resume, exit 130
+            release_sweep(str(sweep_dir))  # SweepStop.on_multirun_end never runs after this SystemExit
             names = ", ".join(f"{d.name} ({status})" for d, status in faults)
             print(f"[archlab] {len(faults)} of {len(jobs)} run(s) did not complete: {names}", file=sys.stderr, flush=True)
             raise SystemExit(1)

@@ -223,9 +223,11 @@ def count_batches(batches: Iterable[list[str]], pattern: str, specials: Sequence
         return total
     import multiprocessing as mp
 
+    from tokenizer.workers import init_worker_signals
+
     # A bounded window of tasks in flight: Pool.imap would read the whole corpus ahead into its task queue.
     max_in_flight = 2 * workers
-    with mp.get_context().Pool(workers) as pool:
+    with mp.get_context().Pool(workers, initializer=init_worker_signals) as pool:
         pending: deque = deque()  # (AsyncResult, number of texts in its batch)
         for batch in batches:
             pending.append((pool.apply_async(count_texts, (batch, pattern, tuple(specials))), len(batch)))

@@ -402,7 +402,9 @@ _worker_state: tuple[Tokenizer, dict] | None = None  # set in each encode_batch 
 
 def _init_worker(state: dict, kwargs: dict) -> None:
     from tokenizer.serialize import tokenizer_from_dict
+    from tokenizer.workers import init_worker_signals
 
+    init_worker_signals()
     global _worker_state
     _worker_state = (tokenizer_from_dict(state), kwargs)
 

@@ -285,9 +285,13 @@ def test_a_sweep_with_failing_jobs_runs_the_rest_reports_them_and_exits_1(cache_
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     with pytest.raises(SystemExit) as e:
         train_mod.main()
     assert e.value.code == 1
+    # the sweep's stop handlers are put back even though the report's exit 1 ends the callbacks early (left
+    # installed, they made later forked tokenizer workers immune to Pool.terminate's SIGTERM: a hung suite)
+    assert {sig: signal.getsignal(sig) for sig in before} == before
     err = capsys.readouterr().err
     jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name[0].isdigit()), key=lambda p: int(p.name.split("_")[0]))
     statuses = [summary_of(p) for p in jobs]

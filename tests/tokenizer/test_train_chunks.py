@@ -4,6 +4,7 @@ character, and training on a file bigger than the chunk size must equal training
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import warnings
 
 import pytest
@@ -185,3 +186,55 @@ def test_long_pieces_are_pretokenized_in_slices(monkeypatch, pattern):
     got = pretoken_counts.count_texts([text], resolve_pattern(pattern), [EOT])
     expected = reference_pretoken_counts([text], [EOT], pattern)
     assert {k.encode(): v for k, v in got.items()} == expected
+
+
+
+def _dispositions(*_args, **_kwargs):
+    """What a worker does on SIGTERM, SIGINT, SIGUSR1 (run inside the pool, in place of the real task)."""
+    import signal
+    from collections import Counter
+
+    def name(h):
+        return {signal.SIG_DFL: "default", signal.SIG_IGN: "ignore"}.get(h, "python")
+
+    return Counter({f"{s}={name(signal.getsignal(getattr(signal, s)))}": 1 for s in ("SIGTERM", "SIGINT", "SIGUSR1")})
+
+
+EXPECTED = {"SIGTERM=default", "SIGINT=ignore", "SIGUSR1=ignore"}
+
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGUSR1"), reason="POSIX signals")
+@pytest.mark.parametrize("call", ["count_batches", "encode_batch"])
+def test_pool_workers_do_not_inherit_the_callers_signal_handlers(monkeypatch, call):
+    """A forked worker inherits its caller's Python handlers. A caller that handles SIGTERM itself (a training
+    run's "stop after this step", experiments/interrupt.py) would make its workers survive the SIGTERM with which
+    `Pool.terminate` shuts them down, and the call would never return (seen in the suite). Each worker must start
+    with SIGTERM's default action and ignore SIGINT/SIGUSR1, whatever the caller installed."""
+    import signal
+
+    from tokenizer import pretoken_counts
+    from tokenizer import tokenizer as tokenizer_mod
+
+    text = EOT.join(embedded_documents()[:8])
+    tok = train_bpe_from_iterator([text], 300, [EOT], workers=1, progress=False)
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+    previous = {sig: signal.signal(sig, lambda *a: None) for sig in sigs}  # what StopRequest does during a run
+    try:
+        if call == "count_batches":
+            monkeypatch.setattr(pretoken_counts, "count_texts", _dispositions)
+            batches = list(pretoken_counts.batch_texts([text], resolve_pattern("gpt2"), [EOT], 1024))
+            assert len(batches) >= pretoken_counts.MIN_POOL_TASKS  # so that a pool is used
+            got = set(pretoken_counts.count_batches(batches, resolve_pattern("gpt2"), [EOT], workers=2))
+        else:
+            monkeypatch.setattr(tokenizer_mod, "_encode_in_worker", _dispositions_list)
+            rows = tok.encode_batch(["a", "b", "c", "d"], num_workers=2, min_parallel_chars=1)
+            got = {k for row in rows for k in row}
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    assert got == EXPECTED
+
+
+def _dispositions_list(_text):
+    return sorted(_dispositions())
