@@ -84,9 +84,12 @@ def stopped_at_once() -> None:
     from experiments.interrupt import held_sweeps
     from experiments.train import sweep_resume_command
 
-    for sweep in held_sweeps():
+    sweeps = held_sweeps()
+    for sweep in sweeps:
         print(f"[archlab] sweep stopped at once: runs in progress in {sweep} may read `running`; resume with: "
               f"{sweep_resume_command(sweep)}", file=sys.stderr, flush=True)
+    if not sweeps:  # Ctrl-C before any run started (e.g. while Hydra composed the config)
+        print("interrupted before any run started", file=sys.stderr, flush=True)
     raise SystemExit(EXIT_CODE)
 
 
