@@ -43,10 +43,15 @@ def sweep_statuses(sweep_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     return [(d, RunDir(d).read_summary() or {}) for d in sorted(jobs, key=natural_key)]
 
 
+def status_of(summary: dict[str, Any]) -> str:
+    """A job's status; a job without one (no summary, or killed before its end) reads `running`."""
+    return summary.get("status") or "running"
+
+
 def _status_line(run_dir: Path, s: dict[str, Any]) -> str:
     loss = s.get("final_val_loss")
     loss_txt = f"{loss:.4f}" if isinstance(loss, (int, float)) else "-"
-    status = s.get("status") or "running"
+    status = status_of(s)
     reason = " ".join(str(s.get("error") or "").split())
     return f"  {status:<11} val/loss {loss_txt:>8}  {run_dir}" + (f"  ({reason})" if reason else "")
 
@@ -73,7 +78,7 @@ class SweepStop(Callback):
         from experiments.train import sweep_resume_command
 
         jobs = sweep_statuses(Path(sweep))
-        stopped = sum(1 for _, s in jobs if (s.get("status") or "running") != "completed")
+        stopped = sum(1 for _, s in jobs if status_of(s) != "completed")
         print(f"[archlab] sweep stopped by {why}: {stopped} of {len(jobs)} run(s) not completed; resume with: "
               f"{sweep_resume_command(sweep)}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_CODE)
@@ -111,7 +116,7 @@ class SweepReport(Callback):
         except Exception as e:  # the runs are what matters; the report can be rebuilt by hand
             print(f"[archlab] report not built: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         print(f"[archlab] compare them: python -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)
-        faults = [(d, s.get("status") or "running") for d, s in jobs if (s.get("status") or "running") in FAULT_STATUSES]
+        faults = [(d, status_of(s)) for d, s in jobs if status_of(s) in FAULT_STATUSES]
         if faults and not sweep_stopped(str(sweep_dir)):  # a stopped sweep: SweepStop prints how to resume, exit 130
             release_sweep(str(sweep_dir))  # SweepStop.on_multirun_end never runs after this SystemExit
             names = ", ".join(f"{d.name} ({status})" for d, status in faults)

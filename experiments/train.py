@@ -266,13 +266,19 @@ def record_not_run(cfg: DictConfig | dict, status: str, error: str) -> dict[str,
     return summary
 
 
-def resume_command(run_dir: Path, argv: list[str] | None = None) -> str:
-    """The command that continues an interrupted run: this command's overrides with train.resume=true, and the
-    run dir pinned (hydra.run.dir) when the command did not name one."""
+def _kept_args(argv: list[str] | None, drop: tuple[str, ...]) -> list[str]:
+    """This command's arguments (sys.argv[1:] by default, `python -c ... args` too) without train.resume,
+    train.overwrite, the multirun flag and the `drop` prefixes: what a resume command repeats."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["-c"]:  # python -c "...main()" args...
         argv = argv[1:]
-    keep = [a for a in argv if not a.startswith(("train.resume=", "train.overwrite=", "-m", "--multirun"))]
+    return [a for a in argv if not a.startswith(("train.resume=", "train.overwrite=", "-m", "--multirun", *drop))]
+
+
+def resume_command(run_dir: Path, argv: list[str] | None = None) -> str:
+    """The command that continues an interrupted run: this command's overrides with train.resume=true, and the
+    run dir pinned (hydra.run.dir) when the command did not name one."""
+    keep = _kept_args(argv, ())
     if not any(a.startswith(("hydra.run.dir=", "train.run_dir=")) for a in keep):
         keep.append(f"hydra.run.dir={run_dir}")
     return shlex.join(["python", "-m", "experiments.train", *keep, "train.resume=true"])
@@ -281,11 +287,7 @@ def resume_command(run_dir: Path, argv: list[str] | None = None) -> str:
 def sweep_resume_command(sweep: str | Path, argv: list[str] | None = None) -> str:
     """The command that continues a stopped sweep: the same multirun with its sweep dir pinned and
     train.resume=true (interrupted jobs continue, jobs that never started start, completed ones stay completed)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["-c"]:
-        argv = argv[1:]
-    keep = [a for a in argv if not a.startswith(("train.resume=", "train.overwrite=", "hydra.sweep.dir=", "-m",
-                                                 "--multirun"))]
+    keep = _kept_args(argv, ("hydra.sweep.dir=",))
     return shlex.join(["python", "-m", "experiments.train", "-m", *keep, f"hydra.sweep.dir={sweep}",
                        "train.resume=true"])
 
