@@ -36,7 +36,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -46,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arch import EncDecConfig, build_model, count_params, flops_per_token  # noqa: E402
 from arch.convert import from_hf  # noqa: E402
+from bench.timing import timed_train_step  # noqa: E402
 
 PAD = 1  # source pad id (any: the mask does the masking)
 
@@ -158,12 +158,8 @@ class Runner:
         return F.cross_entropy(logits.view(-1, logits.size(-1)), b["labels"].view(-1), ignore_index=-100)
 
     def step(self) -> tuple[float, float]:
-        t0, c0 = time.perf_counter(), time.process_time()
-        loss = self.loss()
-        loss.backward()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return time.perf_counter() - t0, time.process_time() - c0
+        """One training step; returns (wall seconds, process CPU seconds)."""
+        return timed_train_step(self.loss, self.opt)
 
 
 @torch.no_grad()

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arch import ModelConfig, PosConfig, build_model, count_params, flops_per_token  # noqa: E402
 from arch.attention import ATTENTION  # noqa: E402
+from bench.timing import timed_train_step  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,12 +111,7 @@ class Runner:
 
     def step(self) -> tuple[float, float]:
         """One training step; returns (wall seconds, process CPU seconds)."""
-        t0, c0 = time.perf_counter(), time.process_time()
-        loss = self.loss()
-        loss.backward()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return time.perf_counter() - t0, time.process_time() - c0
+        return timed_train_step(self.loss, self.opt)
 
 
 # ---------------------------------------------------------------------------------------------- parts

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arch import ModelConfig, build_model  # noqa: E402
 from arch.norms import build_norm  # noqa: E402
+from bench.timing import train_step  # noqa: E402
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -71,13 +72,7 @@ def step_call(args: argparse.Namespace, norm: str) -> Callable[[], None]:
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, args.vocab, (args.batch, args.n_ctx + 1), generator=g)  # (B, T+1)
 
-    def call() -> None:
-        loss = model.loss(x[:, :-1], x[:, 1:])
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return call
+    return lambda: train_step(lambda: model.loss(x[:, :-1], x[:, 1:]), opt)
 
 
 def timed(calls: dict[str, Callable[[], None]], n: int, repeats: int) -> dict[str, float]:
