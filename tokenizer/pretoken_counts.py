@@ -32,6 +32,7 @@ import regex
 
 from tokenizer.bpe_encode import fix_surrogates
 from tokenizer.pretokenize import PATTERNS, special_splitter, split_special, splitter
+from tokenizer.workers import init_worker_signals, worker_context
 
 CHUNK_BYTES = 1024 * 1024  # file read / task size; tests set it small to exercise chunk boundaries
 MAX_DEFAULT_WORKERS = 8
@@ -221,13 +222,9 @@ def count_batches(batches: Iterable[list[str]], pattern: str, specials: Sequence
             if on_batch is not None:
                 on_batch(len(batch))
         return total
-    import multiprocessing as mp
-
-    from tokenizer.workers import init_worker_signals
-
     # A bounded window of tasks in flight: Pool.imap would read the whole corpus ahead into its task queue.
     max_in_flight = 2 * workers
-    with mp.get_context().Pool(workers, initializer=init_worker_signals) as pool:
+    with worker_context().Pool(workers, initializer=init_worker_signals) as pool:
         pending: deque = deque()  # (AsyncResult, number of texts in its batch)
         for batch in batches:
             pending.append((pool.apply_async(count_texts, (batch, pattern, tuple(specials))), len(batch)))

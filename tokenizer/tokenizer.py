@@ -29,6 +29,7 @@ from typing import Literal
 
 from tokenizer.bpe_encode import fix_surrogates, merge_cache, merge_ids
 from tokenizer.pretokenize import PATTERNS, resolve_pattern, special_splitter, split_special, splitter
+from tokenizer.workers import init_worker_signals, worker_context
 
 AllowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
 DisallowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
@@ -234,7 +235,8 @@ class Tokenizer:
             return [self.encode(t, **kwargs) for t in texts]
         chunksize = max(1, len(texts) // (workers * 4))
         # each worker rebuilds the tokenizer once from its canonical dict (never pickled per task)
-        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(self.to_dict(), kwargs)) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(), initializer=_init_worker,
+                                 initargs=(self.to_dict(), kwargs)) as pool:
             return list(pool.map(_encode_in_worker, texts, chunksize=chunksize))
 
     def encode_iterable(
@@ -402,7 +404,6 @@ _worker_state: tuple[Tokenizer, dict] | None = None  # set in each encode_batch 
 
 def _init_worker(state: dict, kwargs: dict) -> None:
     from tokenizer.serialize import tokenizer_from_dict
-    from tokenizer.workers import init_worker_signals
 
     init_worker_signals()
     global _worker_state
