@@ -3,9 +3,9 @@
     python bench/bench_runner.py                  # both parts, CPU; ~10 min on an idle 2-core machine
     python bench/bench_runner.py --part overhead  # or --part sweep; --device cuda for the GPU numbers
 
-1. Overhead. `experiments.train.train(cfg)` on a tiny config (composed with Hydra's compose API; log every
+1. Overhead. `experiments.run.train.train(cfg)` on a tiny config (composed with Hydra's compose API; log every
    step, eval and checkpoint only at the end) against a bare step: forward + backward + optimizer step of the
-   same model (resolved ModelConfig from the run's config.yaml, experiments.optim.build_optimizer, same
+   same model (resolved ModelConfig from the run's config.yaml, experiments.run.optim.build_optimizer, same
    autocast) on one fixed batch of the same shape, with the same torch threads (1 by default).
    Overhead = train step / bare step - 1 covers data sampling, grad clipping, per-layer grad norms, the lr
    schedule, metric assembly and logging (metrics.jsonl, plus wandb offline for `logger=wandb`). Measured as
@@ -72,7 +72,7 @@ def train_step_times(run_dir: Path, warmup: int) -> list[float]:
 
 def timed_train(cfg) -> tuple[float, float]:
     """(process CPU seconds, wall seconds) of one train(cfg) call."""
-    from experiments.train import train
+    from experiments.run.train import train
 
     c0, w0 = time.process_time(), time.perf_counter()
     summary = train(cfg)
@@ -87,7 +87,7 @@ def run_model_and_optimizer(run_dir: Path, device: str):
     from omegaconf import OmegaConf
 
     from arch import ModelConfig, build_model
-    from experiments.optim import build_optimizer
+    from experiments.run.optim import build_optimizer
 
     saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     model_cfg = {k: v for k, v in saved["model"].items() if k != "shape"}
@@ -141,9 +141,9 @@ def breakdown(run_dir: Path, steps: int, warmup: int, device: str) -> dict[str, 
     import numpy as np
     import torch
 
-    from experiments.data import WindowSampler
-    from experiments.tracking import Tracker
-    from experiments.train import layer_grad_norms
+    from experiments.data.corpus import WindowSampler
+    from experiments.rundir.tracking import Tracker
+    from experiments.run.train import layer_grad_norms
 
     saved, model, opt, B, T, dev = run_model_and_optimizer(run_dir, device)
     tokens = np.random.default_rng(0).integers(0, model.cfg.vocab_size, 1_000_000).astype(np.uint16)
@@ -188,7 +188,7 @@ def bench_overhead(args: argparse.Namespace, work: Path) -> dict:
     """
     import torch
 
-    from experiments.compose import compose_config
+    from experiments.config.compose import compose_config
 
     threads = args.threads
     # warm-up: tokenizer training / token caching and lazy imports happen here, not in the timed runs

@@ -8,7 +8,7 @@ The only package that imports Hydra and wandb. Submodules are imported lazily by
 
 def __getattr__(name: str):
     if name == "load_run":
-        from experiments.finished_run import load_run
+        from experiments.use.load import load_run
 
         return load_run
     raise AttributeError(f"module 'experiments' has no attribute {name!r}")

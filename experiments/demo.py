@@ -23,7 +23,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from experiments.compose import compose_config
+from experiments.config.compose import compose_config
 
 POS_DEFAULT = "learned,sinusoidal,alibi,rope"
 QUICK = {"pos": "learned,rope", "tokens": 50_000, "extra": ["train.eval_interval=20", "train.eval_batches=5",
@@ -32,16 +32,16 @@ QUICK = {"pos": "learned,rope", "tokens": 50_000, "extra": ["train.eval_interval
 
 def _run_one(overrides: list[str]) -> dict[str, Any]:
     """One sweep point in a worker process (top level so the spawn pool can pickle it)."""
-    from experiments.train import train
+    from experiments.run.train import train
 
     return train(compose_config(overrides))
 
 
 def tokenizer_stats(cache_dir: str, vocab_size: int) -> dict[str, Any]:
     """Train (or fetch from the cache) the demo's tokenizer on the embedded corpus and measure it."""
-    from experiments.config_check import to_plain
-    from experiments.data import load_corpus
-    from experiments.tokenize_cache import get_token_data, get_tokenizer
+    from experiments.config.check import to_plain
+    from experiments.data.corpus import load_corpus
+    from experiments.data.cache import get_token_data, get_tokenizer
 
     c = to_plain(compose_config(["experiment=demo", f"data.cache_dir='{cache_dir}'", f"tokenizer.vocab_size={vocab_size}"]))
     t0 = time.perf_counter()
@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.cache_dir = str(Path(args.cache_dir).expanduser())  # Hydra's override grammar has no `~`
 
-    from experiments.config_check import validate
-    from experiments.errors import ConfigError
+    from experiments.config.check import validate
+    from experiments.config.errors import ConfigError
 
     pos = (args.pos or (QUICK["pos"] if args.quick else POS_DEFAULT)).split(",")
     out = args.out or Path("multirun") / "demo" / time.strftime("%Y-%m-%d_%H-%M-%S")

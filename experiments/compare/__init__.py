@@ -6,8 +6,8 @@
     from experiments.compare import build_report
     html_path = build_report(["multirun/pos_encodings/2026-01-01_12-00-00"], out_dir=None, by=None)
 
-One of the two apps of `experiments/` (the other, training runs and sweeps, is experiments/train.py and friends).
-It reads only run dirs (through experiments/rundir.py), so it works offline; `--wandb-group` pulls a wandb group
+One of the two apps of `experiments/` (the other, training runs and sweeps, is experiments/run/train.py and friends).
+It reads only run dirs (through experiments/rundir/layout.py), so it works offline; `--wandb-group` pulls a wandb group
 instead. Modules, one concept each:
 
     runs.py        find run dirs, load them into `Run` records (status, reason)

@@ -4,9 +4,12 @@
     <out>/report_manifest.json   {"written_by": "experiments.compare", "files": ["report.html", ...]}
 
 `ReportDir.check(names)` (before any run is read) refuses, as one-line RunsError: an out path that is a file; a
-dir that cannot be written; one that cannot be created (a parent is a file or not writable); a corrupt
-manifest; and any of `names` (every file this build may write) that already exists there but is not listed in the
-previous manifest (the user's own file, or a report from before manifests): it is never overwritten.
+dir where writing fails, or one that cannot be created, whatever the OSError (no permission, a read-only file
+system, no space left, a parent that is a file, /proc where not even root can create files: it tries, in a scratch
+dir it deletes, rather than asking os.access, which says yes to root); a corrupt manifest; and any of `names`
+(every file this build may write) that already exists there but is not listed in the previous manifest (the
+user's own file, or a report from before manifests): it is never overwritten. An OSError while the report is
+written (the disk fills up) is a one-line RunsError too (`writing`).
 `begin` lists the previous files plus `names` in the manifest before anything is written (so a build killed
 half-way still owns what it wrote); `finish(written)` deletes the previous build's files that this build did not
 rewrite, then lists exactly `written`. Only plain file names of the report's own forms (OWN_NAME) are ever
@@ -19,11 +22,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from experiments.compare.runs import RunsError
-from experiments.rundir import atomic_write_json
+from experiments.rundir.layout import atomic_write_json
 
 MANIFEST = "report_manifest.json"
 WRITTEN_BY = "experiments.compare"
@@ -32,6 +38,22 @@ REPORT_FILES = ("report.html", "report.md", COMPARISON)  # written by every buil
 # The only names a manifest entry may have to be deleted on a rebuild.
 OWN_NAME = re.compile(r"report\.(html|md)|comparison\.json|(curve|final)_[A-Za-z0-9_]+\.png|extrapolation\.png|"
                       r"exact_match_vs_length\.png|grad_norm_per_layer\.png|aspect_ratio\.png|analysis_[a-z_]+\.png")
+
+
+def try_writing(d: Path, what: str) -> None:
+    """Create a scratch dir in `d`, write a byte into it, delete it; RunsError "`what`: <the OS's reason>" when
+    any of that fails. Example: try_writing(Path("/proc"), "--out /proc is not writable")
+    -> RunsError("--out /proc is not writable: No such file or directory")"""
+    scratch = None
+    try:
+        scratch = tempfile.mkdtemp(prefix=".compare-check-", dir=d)
+        with open(os.path.join(scratch, "probe"), "wb") as f:
+            f.write(b"\0")  # a full disk still takes the dir; the write is what fails
+    except OSError as e:
+        raise RunsError(f"{what}: {e.strerror or e}") from None
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def is_own_name(name: object) -> bool:
@@ -69,20 +91,27 @@ class ReportDir:
         p = self.path
         if os.path.lexists(p) and not p.is_dir():
             raise RunsError(f"{self.what} exists and is not a directory")
-        if p.is_dir():
-            if not os.access(p, os.W_OK | os.X_OK):
-                raise RunsError(f"{self.what} is not writable")
-        else:
-            parent = next((a for a in p.parents if os.path.lexists(a)), None)
-            if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
-                raise RunsError(f"{self.what} cannot be created: {parent} is not a writable directory")
+        if not p.is_dir():
+            parent = next(a for a in p.parents if os.path.lexists(a))  # "." or "/" at the latest
+            try_writing(parent, f"{self.what} cannot be created in {parent}")
             return
+        try_writing(p, f"{self.what} is not writable")
         self.previous = self.read_manifest()
         taken = [n for n in dict.fromkeys(names)
                  if os.path.lexists(p / n) and (n not in self.previous or (p / n).is_dir())]
         if taken:
             raise RunsError(f"{self.what} already holds {', '.join(taken)}, which no earlier report there wrote "
                             f"(not in {MANIFEST}); move them away or choose another --out")
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around everything the build writes: an OSError (disk full, quota, I/O error) becomes one-line RunsError
+        "`what`: cannot write the report: <reason> (<file>)" (a failed write() names no file)."""
+        try:
+            yield
+        except OSError as e:
+            where = f" ({e.filename})" if e.filename else ""
+            raise RunsError(f"{self.what}: cannot write the report: {e.strerror or e}{where}") from None
 
     def _write_manifest(self, files: Iterable[str]) -> None:
         atomic_write_json(self.manifest_path, {"written_by": WRITTEN_BY, "files": sorted(set(files))})

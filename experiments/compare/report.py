@@ -21,7 +21,7 @@ from experiments.compare.grouping import Group, check_keys, default_group_keys, 
 from experiments.compare.outdir import COMPARISON, REPORT_FILES, ReportDir
 from experiments.compare.runs import Run, RunsError, check_single_experiment, load_runs
 from experiments.compare.stats import budgets, config_diff, final_value, run_rows, stat_runs, summarize
-from experiments.rundir import atomic_write
+from experiments.rundir.layout import atomic_write
 
 X_KEYS = ("tokens", "step", "flops", "time")
 
@@ -119,34 +119,38 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
         report_dir = ReportDir(default_out_dir(runs))
         report_dir.check(names)
     out = report_dir.path
-    report_dir.begin(names)
-    paths = [r.path for r in runs if r.path is not None]
-    root = Path(os.path.commonpath([str(p) for p in paths])) if paths else None
+    with report_dir.writing():  # an OSError from here on (disk full) is one line, naming the out dir
+        report_dir.begin(names)
+        paths = [r.path for r in runs if r.path is not None]
+        root = Path(os.path.commonpath([str(p) for p in paths])) if paths else None
 
-    figures, notes = draw_figures(out, runs, groups, by, metric, x, smooth)
-    section = None
-    if analysis:
-        from experiments.compare.analysis import build_analysis
+        figures, notes = draw_figures(out, runs, groups, by, metric, x, smooth)
+        section = None
+        if analysis:
+            from experiments.compare.analysis import build_analysis
 
-        section = build_analysis(out, groups, x)
-    comparison = compare_groups(groups, by, metric, base)
-    keys, cells, noise = config_diff(runs, groups)
-    status_counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
-    ctx = {
-        "title": f"archlab comparison: {', '.join(sorted({str(r.experiment) for r in runs if r.experiment})) or 'runs'}",
-        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command or "", "metric": metric, "x": x, "by": by, "n_runs": len(runs),
-        "status_counts": status_counts, "headline": _headline(status_counts, groups),
-        "groups": summarize(groups, metric), "runs": run_rows(groups, metric, root), "root": str(root) if root else "",
-        "diff_keys": keys, "diff_cells": cells, "diff_groups": [g.label for g in groups], "noise_keys": noise,
-        "figures": figures, "notes": notes, "out": out, "comparison": comparison, "budget": budgets(groups),
-        "analysis": section,
-    }
-    text = comparison_json(comparison)
-    atomic_write(out / COMPARISON, lambda f: f.write(text), binary=False)
-    md = render_markdown(ctx)
-    atomic_write(out / "report.md", lambda f: f.write(md), binary=False)
-    page = render_html(ctx, out)
-    atomic_write(out / "report.html", lambda f: f.write(page), binary=False)
-    report_dir.finish([*REPORT_FILES, *(f["file"] for f in figures), *(f["file"] for f in (section or {}).get("figures", []))])
+            section = build_analysis(out, groups, x)
+        comparison = compare_groups(groups, by, metric, base)
+        keys, cells, noise = config_diff(runs, groups)
+        status_counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
+        ctx = {
+            "title": "archlab comparison: "
+                     + (", ".join(sorted({str(r.experiment) for r in runs if r.experiment})) or "runs"),
+            "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": command or "", "metric": metric, "x": x, "by": by, "n_runs": len(runs),
+            "status_counts": status_counts, "headline": _headline(status_counts, groups),
+            "groups": summarize(groups, metric), "runs": run_rows(groups, metric, root),
+            "root": str(root) if root else "",
+            "diff_keys": keys, "diff_cells": cells, "diff_groups": [g.label for g in groups], "noise_keys": noise,
+            "figures": figures, "notes": notes, "out": out, "comparison": comparison, "budget": budgets(groups),
+            "analysis": section,
+        }
+        text = comparison_json(comparison)
+        atomic_write(out / COMPARISON, lambda f: f.write(text), binary=False)
+        md = render_markdown(ctx)
+        atomic_write(out / "report.md", lambda f: f.write(md), binary=False)
+        page = render_html(ctx, out)
+        atomic_write(out / "report.html", lambda f: f.write(page), binary=False)
+        report_dir.finish([*REPORT_FILES, *(f["file"] for f in figures),
+                           *(f["file"] for f in (section or {}).get("figures", []))])
     return out / "report.html"

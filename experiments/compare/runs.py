@@ -1,6 +1,6 @@
 """Find run dirs and load them into `Run` records (the report's input).
 
-A run dir's layout, file formats, statuses and readers belong to experiments/rundir.py; this module only finds
+A run dir's layout, file formats, statuses and readers belong to experiments/rundir/layout.py; this module only finds
 run dirs (any dir holding one of `rundir.RUN_MARKERS`: `summary.json` or `metrics.jsonl`) and wraps what
 `RunDir` reads. Handled: single run dirs, Hydra sweep dirs (searched recursively), globs, a run still in
 progress (no `summary.json` yet -> status `running`; a torn last line of `metrics.jsonl` is skipped), a garbage
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from experiments.rundir import RUN_MARKERS, STATUSES, RunDir, RunDirError
-from experiments.tracking import flatten_config
+from experiments.rundir.layout import RUN_MARKERS, STATUSES, RunDir, RunDirError
+from experiments.rundir.tracking import flatten_config
 
 # Never searched for runs: a run dir's own subdirs and the report's output.
 SKIP_DIRS = {".hydra", "checkpoints", "wandb", "report", "__pycache__", ".git"}

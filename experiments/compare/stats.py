@@ -20,7 +20,7 @@ import numpy as np
 
 from experiments.compare.grouping import MISSING, Group, differing_keys, format_value, is_noise_key
 from experiments.compare.runs import Run
-from experiments.tracking import flatten_config
+from experiments.rundir.tracking import flatten_config
 
 GRID_POINTS = 200
 EXTRAP_RE = re.compile(r"extrap/(?P<mode>[a-z]+)/loss@(?P<k>\d+(?:\.\d+)?)x$")

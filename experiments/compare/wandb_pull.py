@@ -14,7 +14,7 @@ import os
 from typing import Any, Iterable
 
 from experiments.compare.runs import Run, RunsError
-from experiments.rundir import STATUSES
+from experiments.rundir.layout import STATUSES
 
 WANDB_STATES = {"finished": "completed", "crashed": "failed", "failed": "failed", "killed": "failed", "running": "running"}
 

@@ -13,7 +13,7 @@ is switched off: this command builds the report itself, grouped by the finding's
 experiments.compare.build_report into <dir>/report/, the finding's own measurement (if any), its rule, and the doc
 with its figures. stdout gets only the doc's path.
 Ctrl-C / SIGTERM (to this command, or to the whole terminal group): passed on to the sweep as its soft stop
-request (experiments.interrupt), so the runs in progress save a checkpoint and record `interrupted`, the others
+request (experiments.run.interrupt), so the runs in progress save a checkpoint and record `interrupted`, the others
 record that they never started; no doc is written, and one line gives the command that continues the sweep,
 `--resume --out-dir <dir>` (train.resume=true on the same sweep; its finding.json, written before the sweep starts,
 holds the arguments). A second signal is passed on as it is (the sweep then stops at once).
@@ -115,7 +115,7 @@ def launcher_overrides(jobs: int) -> tuple[list[str], str]:
 def train_argv(f: Finding, sweep_dir: Path, jobs: int, overrides: Sequence[str]) -> list[str]:
     """`python -m experiments.train` arguments of the finding's sweep. Settings shared by every run (the smoke shape,
     the data) are kept out of the run dir names, so a run dir reads `3_model.pos=alibi,seed=0`."""
-    from experiments.compose import compose_config
+    from experiments.config.compose import compose_config
 
     base = list(compose_config([f"experiment={f.experiment}"], return_hydra_config=True)
                 .hydra.job.config.override_dirname.exclude_keys)
@@ -129,12 +129,12 @@ def train_argv(f: Finding, sweep_dir: Path, jobs: int, overrides: Sequence[str])
 
 
 def check_config(f: Finding, argv: list[str], overrides: Sequence[str]) -> None:
-    """Every command-line and value mistake as one UsageError before any run starts (experiments.cli_precheck,
+    """Every command-line and value mistake as one UsageError before any run starts (experiments.config.precheck,
     then config_check.validate of one sweep point)."""
-    from experiments.cli_precheck import precheck
-    from experiments.compose import compose_config
-    from experiments.config_check import validate
-    from experiments.errors import ConfigError
+    from experiments.config.precheck import precheck
+    from experiments.config.compose import compose_config
+    from experiments.config.check import validate
+    from experiments.config.errors import ConfigError
 
     try:
         precheck(argv)
@@ -158,7 +158,7 @@ def run_sweep(argv: list[str]) -> tuple[int, float]:
     """Run the training command; (exit status, wall seconds). Its stdout goes to our stderr. A first Ctrl-C /
     SIGTERM to this process is passed on as the sweep's soft stop request, a second as it is; either way this
     waits for the sweep to record its runs and exit."""
-    from experiments.interrupt import SWEEP_STOP, StopRequest
+    from experiments.run.interrupt import SWEEP_STOP, StopRequest
 
     t0 = time.perf_counter()
     fd = _stderr_fd()
@@ -282,7 +282,7 @@ def run(f: Finding, args: argparse.Namespace) -> int:
 def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, argv: list[str]) -> int:
     """One attempt at the sweep (finding.json first, so that a stopped one can be resumed), then judge() unless it
     was stopped by a signal."""
-    from experiments.interrupt import EXIT_CODE
+    from experiments.run.interrupt import EXIT_CODE
 
     sweep_dir.mkdir(parents=True, exist_ok=True)
     (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -59,9 +59,9 @@ def measure_init(overrides: Sequence[str], out_dir: Path, seeds: Sequence[int] =
                  depths: Sequence[int] = DEPTHS) -> dict[str, Any]:
     """Measure every (init, norm, depth, seed); write init_grad_norms.{json,png} into out_dir; return the result.
     `overrides`: single-valued Hydra overrides (data, smoke shape, ...) applied to the finding's experiment."""
-    from experiments.compose import compose_config
-    from experiments.config_check import model_config, to_plain
-    from experiments.tokenize_cache import prepare_data
+    from experiments.config.compose import compose_config
+    from experiments.config.check import model_config, to_plain
+    from experiments.data.cache import prepare_data
 
     c = to_plain(compose_config([EXPERIMENT, *overrides]))
     prepared = prepare_data(c["data"], c["tokenizer"], c["data"]["cache_dir"])

@@ -62,7 +62,7 @@ JUDGED_INIT = "xavier"
 
 def requires() -> str | None:
     """This finding needs the xavier init scheme (arch.config.INIT_SCHEMES, conf/model/init/xavier.yaml)."""
-    from experiments.compose import CONF_DIR
+    from experiments.config.compose import CONF_DIR
 
     try:
         from arch.config import INIT_SCHEMES

@@ -11,7 +11,7 @@
   closed forms (linear theta/s; ntk's lowest frequency / s; yarn's 0.1 ln s + 1 at position 0).
 * init: the std of every initialised matrix against its closed form (xavier: sqrt(2 / (fan_in + fan_out)) per
   q / k / v / gate / up block, embeddings d_model^-0.5; gpt2: 0.02, residual projections 0.02 / sqrt(2 L)).
-* experiments.evaluate.length_extrapolation runs on a model with every knob set.
+* experiments.run.eval_lm.length_extrapolation runs on a model with every knob set.
 (Parallel blocks are checked against a functional reference in test_model_matrix.py.)
 """
 
@@ -385,7 +385,7 @@ def test_gpt2_init_std_with_the_new_knobs():
 
 
 def test_length_extrapolation_runs_with_every_knob():
-    evaluate = pytest.importorskip("experiments.evaluate")
+    evaluate = pytest.importorskip("experiments.run.eval_lm")
     torch.manual_seed(0)
     cfg = cfg_of(n_ctx=8, n_kv_heads=2, window=4, qk_norm="rmsnorm", block="parallel", init="xavier",
                  pos=PosConfig(kind="rope", rope_scaling="yarn", rope_scaling_factor=4.0))

@@ -238,7 +238,7 @@ def test_gpt2_refusals_and_unknown_class():
 
 
 def test_import_arch_does_not_import_transformers():
-    code = "import sys, arch, arch.convert, experiments.export; print('transformers' in sys.modules)"
+    code = "import sys, arch, arch.convert, experiments.use.export; print('transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.compose import CONF_DIR, compose_config
+from experiments.config.compose import CONF_DIR, compose_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = CONF_DIR  # the one place that knows where conf/ is

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from experiments import load_run
-from experiments.finished_run import RunLoadError
-from experiments.train import train
+from experiments.use.load import RunLoadError
+from experiments.run.train import train
 
 
 def _weights(path) -> dict[str, torch.Tensor]:
@@ -39,9 +39,9 @@ def test_keep_last_k_best_and_load_run(make_cfg, tmp_path):
     final = _weights(ckpts / "step_00000006" / "model.safetensors")
     assert all(torch.equal(last.state_dict()[k], final[k]) for k in final)
     # the loaded model reproduces the run's final val/loss on the same val windows
-    from experiments.config_check import validate
-    from experiments.evaluate import evaluate_model
-    from experiments.tokenize_cache import prepare_data
+    from experiments.config.check import validate
+    from experiments.run.eval_lm import evaluate_model
+    from experiments.data.cache import prepare_data
 
     c = validate(make_cfg())
     data = prepare_data(c["data"], c["tokenizer"], c["data"]["cache_dir"]).data

@@ -1,4 +1,4 @@
-"""experiments.cli_precheck: Hydra's multi-line command-line errors become one `config error:` line, and a valid
+"""experiments.config.precheck: Hydra's multi-line command-line errors become one `config error:` line, and a valid
 command is never refused.
 
 The expected option lists are spelled out here (not read from the code under test): they are the YAML files the
@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from experiments.cli_precheck import precheck
-from experiments.compose import CONF_DIR
-from experiments.errors import ConfigError
+from experiments.config.precheck import precheck
+from experiments.config.compose import CONF_DIR
+from experiments.config.errors import ConfigError
 
 from .conftest import PYTHON, REPO
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.checkpoint import read_weights_meta
+from experiments.rundir.checkpoint import read_weights_meta
 from experiments.compare import build_report, main
 from experiments.compare.analysis import (
     ANALYSIS_FIGURES,
@@ -20,15 +20,15 @@ from experiments.compare.analysis import (
     inspect_model,
     uniform_entropy,
 )
-from experiments.finished_run import load_run, weights_path
-from experiments.train import train
+from experiments.use.load import load_run, weights_path
+from experiments.run.train import train
 from tests.experiments.synthetic_runs import GROUPS, write_sweep
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, cache_dir_module):
     """One tiny run, evaluated at steps 2 and 4 (8 windows of 32 tokens per eval, the first 4 for entropy)."""
-    from experiments.compose import compose_config
+    from experiments.config.compose import compose_config
     from tests.experiments.conftest import TINY
 
     run_dir = tmp_path_factory.mktemp("analysis") / "sweep" / "run0"

@@ -161,6 +161,19 @@ def test_subprocess_error_has_no_traceback(tmp_path: Path) -> None:
     assert p.stderr.strip() == f"compare: error: path not found: {tmp_path / 'nope'}"
 
 
+def test_python_m_runs_the_package_cli() -> None:
+    p = subprocess.run([sys.executable, "-m", "experiments.compare", "--help"], capture_output=True, text=True,
+                       cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("usage: python -m experiments.compare")
+
+
+def test_importing_the_package_imports_neither_matplotlib_nor_scipy() -> None:
+    code = "import sys, experiments.compare; print('matplotlib' in sys.modules, 'scipy' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.stdout.strip() == "False False", p.stderr
+
+
 def test_wandb_run_conversion_matches_local_format() -> None:
     fake = SimpleNamespace(
         name="pos=rope,seed=0", state="finished", path=["me", "archlab", "abc123"],

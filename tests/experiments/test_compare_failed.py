@@ -122,7 +122,7 @@ def test_all_failed_without_any_file_but_summaries(tmp_path: Path) -> None:
 def test_sweep_callback_builds_the_report_of_an_all_failed_sweep(tmp_path: Path, capsys) -> None:
     from omegaconf import OmegaConf
 
-    from experiments.sweep_callback import SweepReport
+    from experiments.sweep.callbacks import SweepReport
 
     root = tmp_path / "multirun" / "x" / "t"
     for i in range(2):

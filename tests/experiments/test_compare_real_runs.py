@@ -1,4 +1,4 @@
-"""compare on run dirs written by the real runner (experiments.train.train), not the synthetic writer:
+"""compare on run dirs written by the real runner (experiments.run.train.train), not the synthetic writer:
 two position encodings × 2 seeds plus one diverging run, all tiny. Slow (5 trainings on CPU)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.compare import build_report
-from experiments.train import train
+from experiments.run.train import train
 
 pytestmark = pytest.mark.slow
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.compare import (
+    Group,
     RunsError,
     check_keys,
     default_group_keys,
@@ -17,6 +18,7 @@ from experiments.compare import (
     is_noise_key,
     load_run,
     load_runs,
+    stat_runs,
 )
 from tests.experiments.synthetic_runs import GROUPS, make_config, write_run, write_sweep
 
@@ -62,6 +64,42 @@ def test_running_run_without_summary_and_torn_last_line(tmp_path: Path) -> None:
         f.write('{"step": 10, "tok')  # killed mid-write
     r = load_run(d)
     assert r.status == "running" and len(r.metrics) == 1
+
+
+@pytest.mark.parametrize("garbage", ["[1, 2]", '"done"', "{not json", ""])
+def test_a_garbage_summary_reads_as_no_summary(tmp_path: Path, garbage: str) -> None:
+    d = write_run(tmp_path / "r", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0, "train/loss": 5.0}], None)
+    (d / "summary.json").write_text(garbage)
+    r = load_run(d)
+    assert r.summary == {} and r.status == "running" and len(r.metrics) == 1
+
+
+@pytest.mark.parametrize("status, averaged", [("completed", True), ("diverged", False), ("interrupted", False),
+                                              ("failed", False), ("exploded", False)])
+def test_a_status_reads_as_itself_and_only_completed_runs_are_averaged(tmp_path: Path, status: str,
+                                                                       averaged: bool) -> None:
+    line = [{"step": 0, "tokens": 0, "train/loss": 5.0}]
+    done = load_run(write_run(tmp_path / "a", make_config(GROUPS[0], 0), line, {"status": "completed"}))
+    other = load_run(write_run(tmp_path / "b", make_config(GROUPS[0], 1), line, {"status": status}))
+    assert other.status == status  # an unknown one too, kept as is
+    assert [r.path for r in stat_runs(Group((), [done, other]))] == [done.path, other.path][:1 + averaged]
+
+
+def test_interrupted_run_gives_its_signal_as_reason(tmp_path: Path) -> None:
+    d = write_run(tmp_path / "r", make_config(GROUPS[0], 0), [], {"status": "interrupted", "steps": 40,
+                                                                  "error": "KeyboardInterrupt: SIGINT"})
+    assert load_run(d).reason == "KeyboardInterrupt: SIGINT"
+    (d / "summary.json").write_text(json.dumps({"status": "interrupted", "steps": 40}))
+    assert load_run(d).reason == "stopped at step 40"
+
+
+def test_a_dir_with_metrics_or_a_summary_is_a_run_a_config_alone_is_not(tmp_path: Path) -> None:
+    write_run(tmp_path / "metrics_only", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0}], None)
+    (tmp_path / "summary_only").mkdir()
+    (tmp_path / "summary_only" / "summary.json").write_text('{"status": "failed"}')
+    (tmp_path / "config_only").mkdir()
+    (tmp_path / "config_only" / "config.yaml").write_text("seed: 0\n")
+    assert [d.name for d in discover_runs([tmp_path])] == ["metrics_only", "summary_only"]
 
 
 def test_config_falls_back_to_hydra_dir(tmp_path: Path) -> None:

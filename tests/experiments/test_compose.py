@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.config_check import validate
-from experiments.errors import ConfigError
-from experiments.train import train
+from experiments.config.check import validate
+from experiments.config.errors import ConfigError
+from experiments.run.train import train
 
-from experiments.compose import compose_config
+from experiments.config.compose import compose_config
 
 from .conftest import CONF, PYTHON, REPO
 
@@ -99,7 +99,7 @@ def test_experiments_sweep_what_they_say(cache_dir):
 
 def test_depth_vs_width_shapes_share_one_budget(cache_dir):
     from arch import count_params
-    from experiments.config_check import model_config
+    from experiments.config.check import model_config
 
     counts = {}
     for n_layers in (1, 2, 4, 8, 16):
@@ -203,7 +203,7 @@ def no_data_loading(monkeypatch):
     def fail(*a, **k):
         raise AssertionError("data was loaded before the config error was raised")
 
-    monkeypatch.setattr("experiments.data.load_corpus", fail)
+    monkeypatch.setattr("experiments.data.corpus.load_corpus", fail)
 
 
 @pytest.mark.parametrize(

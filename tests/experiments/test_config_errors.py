@@ -1,6 +1,6 @@
 """Every value a user can get wrong is one `config error: <key>: <why>` line, before any data is read.
 
-The bad values are generated from the rule table (experiments.config_check.rules) but judged independently:
+The bad values are generated from the rule table (experiments.config.check.rules) but judged independently:
 each must make validate() raise a ConfigError whose message starts with `<key>: `. The table's own coverage is
 checked against the keys of conf/ (every user-settable key of optim, schedule, train, model, tokenizer, logger has
 a rule), so a new key without a rule fails here. A few values go through the real CLI: exit 2, one stderr line,
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.compose import compose_config
-from experiments.config_check import Rule, rules, validate
-from experiments.errors import ConfigError
+from experiments.config.compose import compose_config
+from experiments.config.check import Rule, rules, validate
+from experiments.config.errors import ConfigError
 
 from .conftest import PYTHON, REPO
 
@@ -88,7 +88,7 @@ def test_bad_value_is_one_error_naming_the_key(key, value, cache_dir, monkeypatc
     def fail(*a, **k):
         raise AssertionError("data was read before the config error")
 
-    monkeypatch.setattr("experiments.data.load_corpus", fail)
+    monkeypatch.setattr("experiments.data.corpus.load_corpus", fail)
     extra = KEY_OPTIONS.get(key, [])
     cfg = compose_config(["logger=disabled", f"data.cache_dir={cache_dir}", *extra,
                           _override(key, value, key in KEY_OPTIONS)])

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.data import Corpus, WindowSampler, expand_paths, load_corpus, rank_seed, split_documents
-from experiments.errors import ConfigError
-from experiments.tokenize_cache import get_token_data, get_tokenizer
+from experiments.data.corpus import Corpus, WindowSampler, expand_paths, load_corpus, rank_seed, split_documents
+from experiments.config.errors import ConfigError
+from experiments.data.cache import get_token_data, get_tokenizer
 
 TOK = {"mode": "train", "vocab_size": 300, "pattern": "gpt2", "special_tokens": ["<|endoftext|>"], "min_frequency": 1,
        "workers": 1, "max_train_bytes": None}
@@ -110,7 +110,7 @@ def test_tokenizer_and_tokens_are_cached_by_content(tmp_path):
 def test_prepare_data_reads_trains_and_encodes_a_text_corpus(tmp_path):
     from tokenizer.corpus import embedded_documents
 
-    from experiments.tokenize_cache import prepare_data
+    from experiments.data.cache import prepare_data
 
     text = "".join(embedded_documents()[:3])
     (tmp_path / "book.txt").write_text(text, encoding="utf-8")

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.data import check_source
-from experiments.errors import ConfigError
-from experiments.tokenize_cache import prepare_data
+from experiments.data.corpus import check_source
+from experiments.config.errors import ConfigError
+from experiments.data.cache import prepare_data
 from tests.experiments.conftest import PYTHON, REPO, TINY
 from tokenizer.cli import main as bpe
 from tokenizer.corpus import embedded_documents

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.train import train
+from experiments.run.train import train
 
 from .conftest import PYTHON, REPO, TINY
 

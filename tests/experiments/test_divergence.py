@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from experiments.train import train
+from experiments.run.train import train
 
 from .conftest import PYTHON, REPO, TINY
 
@@ -64,7 +64,7 @@ def test_a_failing_job_does_not_end_the_sweep(monkeypatch, caplog):
     # (status lines + report); in a multirun, main() logs the failure and returns instead.
     from omegaconf import OmegaConf
 
-    from experiments import train as train_mod
+    from experiments.run import train as train_mod
 
     def boom(cfg):
         raise RuntimeError("out of disk")

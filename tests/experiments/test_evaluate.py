@@ -1,4 +1,4 @@
-"""experiments.evaluate against independent references: closed forms (ln V loss of a uniform model, ln(t+1)
+"""experiments.run.eval_lm against independent references: closed forms (ln V loss of a uniform model, ln(t+1)
 entropy of uniform causal rows, hand-computed bpb) and brute-force per-token loops over windows."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.evaluate import (
+from experiments.run.eval_lm import (
     attention_entropy,
     bits_per_byte,
     evaluate_model,
@@ -243,7 +243,7 @@ def test_too_few_tokens_and_failing_forward_are_na(caplog):
                 raise RuntimeError("too long")
             return super().forward(ids)
 
-    with caplog.at_level("WARNING", logger="experiments.evaluate"):
+    with caplog.at_level("WARNING", logger="experiments.run.eval_lm"):
         out = length_extrapolation(Picky(), _tokens(200), n_ctx=8, factors=(1, 2), max_tokens=200, device="cpu")
     assert out["extrap/nonoverlap/loss@1x"] is not None and out["extrap/nonoverlap/loss@2x"] is None
     assert any("reporting N/A" in r.message for r in caplog.records)

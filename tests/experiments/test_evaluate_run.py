@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from experiments.evaluate_run import main
-from experiments.train import train
+from experiments.use.evaluate.cli import main
+from experiments.run.train import train
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from experiments import load_run
-from experiments.export import main
-from experiments.train import train
+from experiments.use.export import main
+from experiments.run.train import train
 
 from .conftest import PYTHON, REPO, TINY
 
@@ -26,7 +26,7 @@ TEXTS = ["The list of", "héllo wörld — 日本語 😀 ∑ café", "a  \n\n\t
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, cache_dir):
-    from experiments.compose import compose_config
+    from experiments.config.compose import compose_config
 
     base = tmp_path_factory.mktemp("export")
     out = {}

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.errors import ConfigError
-from experiments import train as train_mod
-from experiments.train import train
+from experiments.config.errors import ConfigError
+from experiments.run import train as train_mod
+from experiments.run.train import train
 
 from .conftest import PYTHON, REPO, TINY
 
-# What a TINY run writes, spelled out here independently of experiments/rundir.py.
+# What a TINY run writes, spelled out here independently of experiments/rundir/layout.py.
 RUN_WRITES = {"config.yaml", "metrics.jsonl", "summary.json", "tokenizer.json", "checkpoints/step_00000003/model.safetensors",
               "checkpoints/step_00000003/state.pt", "checkpoints/best.safetensors"}
 RUN_FILES = ["config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/old.pt", "tokenizer.json",
@@ -45,12 +45,12 @@ def test_train_refuses_a_dir_that_holds_a_run_before_reading_data(make_cfg, tmp_
     run = tmp_path / "run"
     train(make_cfg())
     before = snapshot(run)
-    import experiments.tokenize_cache
+    import experiments.data.cache
 
     def no_data(*a, **k):
         raise AssertionError("data read before the run dir was checked")
 
-    monkeypatch.setattr(experiments.tokenize_cache, "prepare_data", no_data)
+    monkeypatch.setattr(experiments.data.cache, "prepare_data", no_data)
     with pytest.raises(ConfigError, match=r"train\.resume=true.*train\.overwrite=true") as e:
         train(make_cfg())
     assert "\n" not in str(e.value) and str(run) in str(e.value)
@@ -81,7 +81,7 @@ def test_files_that_existed_keep_their_bytes(make_cfg, tmp_path, run_files, othe
 
 def _cli(args: list[str], env: dict, *, via_main: bool = False) -> subprocess.CompletedProcess:
     # via_main: Hydra's main() without the precheck of `python -m experiments.train` (train()'s own check)
-    head = [PYTHON, "-c", "from experiments.train import main; main()"] if via_main else [PYTHON, "-m", "experiments.train"]
+    head = [PYTHON, "-c", "from experiments.run.train import main; main()"] if via_main else [PYTHON, "-m", "experiments.train"]
     return subprocess.run([*head, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -106,16 +106,16 @@ def test_cli_refuses_an_existing_run_with_one_line(make_cfg, cli_env, cache_dir,
 
 def _interrupt_at(monkeypatch, at_step: int, sig=signal.SIGINT):
     """Send `sig` to this process while step `at_step` (0-based) is being computed (from inside lr_at)."""
-    import experiments.schedule
+    import experiments.run.schedule
 
-    real = experiments.schedule.lr_at
+    real = experiments.run.schedule.lr_at
 
     def lr_at(step, **kw):
         if step == at_step:
             os.kill(os.getpid(), sig)
         return real(step, **kw)
 
-    monkeypatch.setattr(experiments.schedule, "lr_at", lr_at)
+    monkeypatch.setattr(experiments.run.schedule, "lr_at", lr_at)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -198,9 +198,9 @@ def _boom(*a, **k):
 @pytest.mark.parametrize("where", ["data", "model"])
 def test_a_crash_during_setup_leaves_a_failed_summary(make_cfg, tmp_path, monkeypatch, where):
     import arch
-    import experiments.tokenize_cache
+    import experiments.data.cache
 
-    monkeypatch.setattr(*((experiments.tokenize_cache, "prepare_data") if where == "data" else (arch, "build_model")), _boom)
+    monkeypatch.setattr(*((experiments.data.cache, "prepare_data") if where == "data" else (arch, "build_model")), _boom)
     with pytest.raises(RuntimeError, match="disk on fire"):
         train(make_cfg())
     summary = summary_of(tmp_path / "run")
@@ -337,13 +337,13 @@ def test_a_stopped_sweep_records_every_job_and_resumes_to_the_uninterrupted_resu
     """Ctrl-C during job 0 of an in-process sweep (basic launcher): job 0 finishes its step, checkpoints and says
     `interrupted`; jobs 1 and 2 say `interrupted` without having started; the report is built; exit 130 with one
     resume command. That command finishes every job, and job 0's metrics equal an uninterrupted run's."""
-    import experiments.schedule
+    import experiments.run.schedule
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     reference = tmp_path / "reference"
     train(make_cfg("train.steps=12", "train.eval_interval=4", "train.ckpt_interval=100", "seed=0", run_dir=reference))
 
-    real, fired = experiments.schedule.lr_at, []
+    real, fired = experiments.run.schedule.lr_at, []
 
     def lr_at(step, **kw):
         if step == 5 and not fired:
@@ -351,7 +351,7 @@ def test_a_stopped_sweep_records_every_job_and_resumes_to_the_uninterrupted_resu
             os.kill(os.getpid(), signal.SIGINT)
         return real(step, **kw)
 
-    monkeypatch.setattr(experiments.schedule, "lr_at", lr_at)
+    monkeypatch.setattr(experiments.run.schedule, "lr_at", lr_at)
     sweep = tmp_path / "sweep"
     before = signal.getsignal(signal.SIGINT)
     assert _run_main(monkeypatch, _sweep_argv(cache_dir, sweep)) == 130

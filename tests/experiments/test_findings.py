@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.compose import compose_config
+from experiments.config.compose import compose_config
 from experiments.findings import FINDINGS, OUTCOMES, Evidence, RunRecord
 from experiments.findings import doc as doc_lib
 from experiments.findings.cli import judge, main
@@ -299,7 +299,7 @@ def test_every_finding_has_its_preregistered_sweep():
 
 def test_swiglu_and_gelu_have_equal_parameters():
     from arch import count_params
-    from experiments.config_check import model_config, validate
+    from experiments.config.check import model_config, validate
 
     counts = {}
     for ffn in ("gelu", "swiglu"):

@@ -1,4 +1,4 @@
-"""experiments.flops: datasheet lookup, env override, measured CPU peak (cached), mfu ratio."""
+"""experiments.run.flops: datasheet lookup, env override, measured CPU peak (cached), mfu ratio."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from experiments import flops
+from experiments.run import flops
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from experiments.errors import ConfigError
-from experiments.train import train
+from experiments.config.errors import ConfigError
+from experiments.run.train import train
 
 B, T, D, H, VOCAB = 4, 32, 32, 2, 1024  # TINY: batch 4, n_ctx 32, d_model 32, 2 heads; tokenizer vocab 1024
 

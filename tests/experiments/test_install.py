@@ -43,7 +43,7 @@ def installed(tmp_path_factory):
 
 def test_installed_package_composes_from_its_own_conf(installed):
     site, away, env = installed
-    code = ("import experiments, experiments.compose as c; print(experiments.__file__); print(c.CONF_DIR); "
+    code = ("import experiments, experiments.config.compose as c; print(experiments.__file__); print(c.CONF_DIR); "
             "print(c.compose_config(['model/pos=rope', 'model=small']).model.d_model)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=away, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""experiments/interrupt.py: which signal stops a run after its step, which stops it at once, and how a sweep's
+"""experiments/run/interrupt.py: which signal stops a run after its step, which stops it at once, and how a sweep's
 stop reaches the jobs that have not started yet. Signals are sent to this process; the handlers run at the next
 bytecode, so each `os.kill` is followed by a no-op to let them run."""
 
@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from experiments import interrupt
-from experiments.interrupt import SWEEP_STOP, StopRequest, hold_sweep, release_sweep, sweep_stopped
+from experiments.run import interrupt
+from experiments.run.interrupt import SWEEP_STOP, StopRequest, hold_sweep, release_sweep, sweep_stopped
 
 pytestmark = pytest.mark.skipif(SWEEP_STOP is None, reason="no SIGUSR1 on this platform")
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from arch import ModelConfig, PosConfig, build_model
-from experiments.optim import build_optimizer, param_groups
-from experiments.schedule import SCHEDULES, lr_at
+from experiments.run.optim import build_optimizer, param_groups
+from experiments.run.schedule import SCHEDULES, lr_at
 
 
 @pytest.mark.parametrize("norm_type", ["layernorm", "rmsnorm"])

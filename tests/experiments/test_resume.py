@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from experiments.errors import ConfigError
-from experiments.train import train
+from experiments.config.errors import ConfigError
+from experiments.run.train import train
 
 from .conftest import PYTHON, REPO, TINY
 

@@ -1,4 +1,4 @@
-"""Run names (experiments.resolvers.dirname, the sweep subdir) keep every swept key=value visible.
+"""Run names (experiments.config.resolvers.dirname, the sweep subdir) keep every swept key=value visible.
 
 Properties over random override sets shaped like Hydra's override_dirname (`k=v` joined by `,`): every key
 appears as `key=` in the name, the name is a safe filename (the characters the docs promise) under 200
@@ -13,7 +13,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from experiments.resolvers import dirname
+from experiments.config.resolvers import dirname
 
 SAFE = re.compile(r"[A-Za-z0-9._=,+@-]+")
 segment = st.from_regex(r"[a-z_][a-z0-9_]{0,9}", fullmatch=True)

@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from experiments import load_run
-from experiments.sample import main, parse_args, sample
-from experiments.train import train
+from experiments.use.sample import main, parse_args, sample
+from experiments.run.train import train
 
 from .conftest import PYTHON, REPO
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, cache_dir):
-    from experiments.compose import compose_config
+    from experiments.config.compose import compose_config
 
     from .conftest import TINY
 

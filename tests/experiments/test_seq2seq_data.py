@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from experiments.errors import ConfigError
-from experiments.seq2seq_data import IGNORE, PairBatcher, SPECIALS, collate, encode_pairs, load_pairs
-from experiments.seq2seq_tasks import TASKS, make_pairs, make_split
+from experiments.config.errors import ConfigError
+from experiments.data.pairs import IGNORE, PairBatcher, SPECIALS, collate, encode_pairs, load_pairs
+from experiments.data.seq2seq_tasks import TASKS, make_pairs, make_split
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from experiments import load_run
-from experiments.train import train
+from experiments.run.train import train
 
 S2S = ["task=seq2seq", "model.d_model=32", "model.n_heads=2", "model.n_layers=2", "train.batch_size=16",
        "data.n_train=400", "data.train_lengths=[1,4]", "data.test_lengths=[3,6]", "data.n_test_per_length=6",
@@ -23,7 +23,7 @@ def _rows(run_dir) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, cache_dir):
-    from experiments.compose import compose_config
+    from experiments.config.compose import compose_config
 
     from .conftest import TINY
 
@@ -40,7 +40,7 @@ def test_logged_exact_match_equals_an_uncached_greedy_decode(trained):
     last = [r for r in _rows(run) if "val/exact_match" in r][-1]
     assert {f"val/exact_match@len{k}" for k in range(3, 7)} <= set(last) and "val/token_acc" in last
     model, tok, cfg = load_run(run, which="last")
-    from experiments.seq2seq_data import prepare_pairs
+    from experiments.data.pairs import prepare_pairs
 
     p = prepare_pairs(cfg["data"], cfg["tokenizer"], cfg["data"]["cache_dir"])
     hits = 0
@@ -73,8 +73,8 @@ def test_resume_is_exact(make_cfg, tmp_path):
 
 
 def test_sample_src_and_evaluate(trained, capsys):
-    from experiments.evaluate_run import main as evaluate
-    from experiments.sample import main as sample
+    from experiments.use.evaluate.cli import main as evaluate
+    from experiments.use.sample import main as sample
 
     run, _ = trained
     assert sample([str(run), "--src", "1234", "--temperature", "0", "--max-new-tokens", "6"]) == 0

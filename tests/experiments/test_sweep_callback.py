@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from experiments.sweep_callback import _status_lines
+from experiments.sweep.callbacks import _status_lines
 
 
 def test_status_lines_are_in_job_order(tmp_path):

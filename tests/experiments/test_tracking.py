@@ -1,4 +1,4 @@
-"""experiments.tracking: metrics.jsonl / summary.json contents, resume truncation, wandb failure isolation,
+"""experiments.rundir.tracking: metrics.jsonl / summary.json contents, resume truncation, wandb failure isolation,
 and one real offline wandb run (no network) whose files must land under run_dir/wandb/."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from experiments import tracking
-from experiments.tracking import Tracker, flatten_config, read_metrics, resume_metrics, variant_tags
+from experiments.rundir import tracking
+from experiments.rundir.tracking import Tracker, flatten_config, read_metrics, resume_metrics, variant_tags
 
 CONFIG = {"experiment_name": "t", "seed": 0, "model": {"n_layers": 2, "pos": {"kind": "rope"}}}
 
@@ -185,7 +185,7 @@ def test_wandb_init_failure_does_not_stop_run(tmp_path, monkeypatch, caplog):
         raise RuntimeError("no network")
 
     _fake_wandb(monkeypatch, init=broken_init)
-    with caplog.at_level("WARNING", logger="experiments.tracking"):
+    with caplog.at_level("WARNING", logger="experiments.rundir.tracking"):
         with Tracker(tmp_path, CONFIG, logger="wandb_online") as tr:
             tr.log({"x": 1.0}, step=0)
             tr.write_summary({"status": "completed"})
@@ -197,7 +197,7 @@ def test_wandb_init_failure_does_not_stop_run(tmp_path, monkeypatch, caplog):
 def test_wandb_log_failure_warns_once_and_continues(tmp_path, monkeypatch, caplog):
     run = _FakeRun(fail={"log"})
     _fake_wandb(monkeypatch, init=lambda **kwargs: run)
-    with caplog.at_level("WARNING", logger="experiments.tracking"):
+    with caplog.at_level("WARNING", logger="experiments.rundir.tracking"):
         with Tracker(tmp_path, CONFIG, logger="wandb_offline") as tr:
             for step in range(3):
                 tr.log({"x": float(step)}, step=step)

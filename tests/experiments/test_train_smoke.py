@@ -9,7 +9,7 @@ import math
 import pytest
 import yaml
 
-from experiments.train import train
+from experiments.run.train import train
 
 POS = ["learned", "sinusoidal", "relative", "alibi", "rope", "none"]
 NORMS = ["pre", "post", "sandwich"]
@@ -101,7 +101,7 @@ def test_n_ctx_longer_than_the_data_is_a_config_error_before_the_model_is_built(
     # n_ctx=100000 on the embedded corpus: the causal mask alone would be 40 GB, so the data check must come first
     import arch
 
-    from experiments.errors import ConfigError
+    from experiments.config.errors import ConfigError
 
     def no_model(*args, **kwargs):
         raise AssertionError("build_model called before the token counts were checked")
@@ -115,7 +115,7 @@ def test_run_name_leaves_out_the_keys_the_sweep_dir_names_leave_out(monkeypatch,
     # docs/wandb.md: the wandb name of a pos_encodings job is `model/pos=rope,seed=1`, not `...,experiment=...`
     from omegaconf import OmegaConf
 
-    from experiments import train as train_mod
+    from experiments.run import train as train_mod
 
     hc = OmegaConf.create({
         "overrides": {"task": ["model/pos=rope", "seed=1", "experiment=pos_encodings", "logger=disabled",

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from experiments import load_run
-from experiments.evaluate_run import main as evaluate
-from experiments.export import main as export
-from experiments.sample import main as sample
-from experiments.train import train
+from experiments.use.evaluate.cli import main as evaluate
+from experiments.use.export import main as export
+from experiments.use.sample import main as sample
+from experiments.run.train import train
 
 transformers = pytest.importorskip("transformers")
 

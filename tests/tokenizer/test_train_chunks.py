@@ -208,7 +208,7 @@ EXPECTED = {"SIGTERM=default", "SIGINT=ignore", "SIGUSR1=ignore"}
 @pytest.mark.parametrize("call", ["count_batches", "encode_batch"])
 def test_pool_workers_do_not_inherit_the_callers_signal_handlers(monkeypatch, call):
     """A forked worker inherits its caller's Python handlers. A caller that handles SIGTERM itself (a training
-    run's "stop after this step", experiments/interrupt.py) would make its workers survive the SIGTERM with which
+    run's "stop after this step", experiments/run/interrupt.py) would make its workers survive the SIGTERM with which
     `Pool.terminate` shuts them down, and the call would never return (seen in the suite). Each worker must start
     with SIGTERM's default action and ignore SIGINT/SIGUSR1, whatever the caller installed."""
     import signal

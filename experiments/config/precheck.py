@@ -5,13 +5,13 @@ arguments with Hydra's own argument parser and override grammar and refuses, wit
 
 * an unknown option of a config group, also inside a sweep (`model/pos=rope,fourier`):
   `config error: model/pos: unknown option 'fourier'; choose from alibi, learned, none, relative, rope, sinusoidal`
-  (options are the YAML file names under the conf dir, experiments.compose.CONF_DIR: one source);
+  (options are the YAML file names under the conf dir, experiments.config.compose.CONF_DIR: one source);
 * an unknown group (`model/posx=rope`) and an unknown key (`trian.steps=3` -> `did you mean train.steps?`), or
   a key below a null or scalar value (`model.shape.n_layers=2` where `shape: null`), judged against the config
   composed with the command's own group choices;
 * a `hydra.run.dir` / `hydra.sweep.dir` / `train.run_dir` that exists and is not a directory, or cannot be
-  written (experiments.rundir.RunDir.check_can_start);
-* a single run's bad value (`seed=abc`, `optim.lr=-1`: experiments.config_check.check_values), so Hydra does not
+  written (experiments.rundir.layout.RunDir.check_can_start);
+* a single run's bad value (`seed=abc`, `optim.lr=-1`: experiments.config.check.check_values), so Hydra does not
   create an empty run dir for a run that cannot start;
 * a single run whose `hydra.run.dir=D` already holds a run, without `train.resume=true` / `train.overwrite=true`
   (Hydra would otherwise write D/.hydra/ over the old run's files before train() could refuse).
@@ -19,7 +19,7 @@ arguments with Hydra's own argument parser and override grammar and refuses, wit
 Not handled here (left to Hydra, which accepts or reports them itself): anything it does not parse, `+key=v`,
 `~key`, `key@pkg=v`, `hydra/...` groups (plugins add options), `--config-path/--config-name/--config-dir`,
 `--help`, glob()/interval() sweeps, list indices (`optim.betas.0=0.8`).
-Values are checked later by experiments.config_check.validate (same one-line shape).
+Values are checked later by experiments.config.check.validate (same one-line shape).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.compose import CONF_DIR
-from experiments.errors import ConfigError
+from experiments.config.compose import CONF_DIR
+from experiments.config.errors import ConfigError
 
 RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "train.run_dir")
 
@@ -90,7 +90,7 @@ def _check_keys(keys: list[str], group_overrides: list[str]) -> None:
     """Each dotted key must exist in conf/train.yaml composed with the command's group choices."""
     from omegaconf import OmegaConf
 
-    from experiments.compose import compose_config
+    from experiments.config.compose import compose_config
 
     try:
         cfg = OmegaConf.to_container(compose_config(group_overrides), resolve=False)
@@ -120,10 +120,10 @@ def _check_keys(keys: list[str], group_overrides: list[str]) -> None:
 
 
 def _check_values(plain_overrides: list[str]) -> None:
-    """A single run's values against experiments.config_check's table (seed=abc, optim.lr=-1, ...), so a bad value
+    """A single run's values against experiments.config.check's table (seed=abc, optim.lr=-1, ...), so a bad value
     is refused before Hydra creates the run dir; the same check runs again in train() (it reads no data)."""
-    from experiments.compose import compose_config
-    from experiments.config_check import check_values, to_plain
+    from experiments.config.compose import compose_config
+    from experiments.config.check import check_values, to_plain
 
     try:
         plain = to_plain(compose_config(plain_overrides))
@@ -137,7 +137,7 @@ def _check_values(plain_overrides: list[str]) -> None:
 
 
 def _check_run_dirs(paths: dict[str, Any], *, multirun: bool, resume: bool, overwrite: bool) -> None:
-    from experiments.rundir import RunDir, RunDirError
+    from experiments.rundir.layout import RunDir, RunDirError
 
     for key, value in paths.items():
         if not isinstance(value, str) or "${" in value or (key == "hydra.run.dir" and multirun) \

@@ -5,7 +5,7 @@
     <cache_dir>/tokens/<key>/{train,val}.bin.json   their sidecars (tokenizer.tokenfile, the format `bpe encode`
                                               writes): dtype, count, tokenizer fingerprint, n_bytes (for val/bpb)
 
-The corpus key hashes the split documents themselves (experiments.data.Corpus.key), so editing a file or
+The corpus key hashes the split documents themselves (experiments.data.corpus.Corpus.key), so editing a file or
 changing the split gives a new entry, and a sweep's 18 runs train one tokenizer and encode the corpus once.
 Entries are written to a temp name and renamed into place under a file lock, so parallel jobs (joblib, DDP ranks)
 never read a half-written entry and do the work once. Token arrays are token files (tokenizer/tokenfile.py: raw
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments.data import Corpus
-from experiments.errors import ConfigError
+from experiments.data.corpus import Corpus
+from experiments.config.errors import ConfigError
 from tokenizer.tokenfile import TokenFileError, read_tokens, sidecar_path, write_tokens
 
 EOT = "<|endoftext|>"
@@ -212,7 +212,7 @@ def token_file_data(cfg: dict[str, Any], tok) -> TokenData:
     cut = round(count * (1 - val_fraction)). The held-out ids' n_bytes is computed exactly by decoding them once
     (a proportional share of the file's n_bytes would not be exact); so is a val file's when its sidecar lacks it.
     """
-    from experiments.data import token_file_paths
+    from experiments.data.corpus import token_file_paths
 
     paths = token_file_paths(cfg)
     train, train_meta = _read_token_file(paths["train"], tok, "data.train_path")
@@ -245,7 +245,7 @@ class PreparedData:
 def prepare_data(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str | os.PathLike, *,
                  progress: bool = False) -> PreparedData:
     """The data step of a run: read the corpus, get its tokenizer (trained once, cached) and its token arrays."""
-    from experiments import data as data_lib  # via the module: tests patch data_lib.load_corpus
+    from experiments.data import corpus as data_lib  # via the module: tests patch data_lib.load_corpus
 
     if data_cfg.get("source") == data_lib.TOKEN_SOURCE:
         if tokenizer_cfg.get("mode") != "load":

@@ -1,6 +1,6 @@
 """Where the Hydra configs live (CONF_DIR, the one place), and conf/train.yaml composed with Hydra's compose API.
 
-CONF_DIR is what `@hydra.main` in experiments/train.py, compose_config, experiments.cli_precheck, the tests and
+CONF_DIR is what `@hydra.main` in experiments/run/train.py, compose_config, experiments.config.precheck, the tests and
 the docs use. In a source checkout (and an editable install) it is the repo's `conf/`; a non-editable install
 ships the same files as the data package `experiments/conf` (pyproject.toml maps conf/ there), found first.
 
@@ -19,9 +19,9 @@ from omegaconf import DictConfig
 
 def conf_dir() -> Path:
     """The config dir: `experiments/conf` inside an installed package, else `<repo>/conf` (source checkout)."""
-    here = Path(__file__).resolve().parent
-    installed = here / "conf"
-    return installed if (installed / "train.yaml").is_file() else here.parent / "conf"
+    package = Path(__file__).resolve().parents[1]  # experiments/
+    installed = package / "conf"
+    return installed if (installed / "train.yaml").is_file() else package.parent / "conf"
 
 
 CONF_DIR = conf_dir()
@@ -32,7 +32,7 @@ def compose_config(overrides: list[str], *, return_hydra_config: bool = False) -
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from experiments import resolvers  # noqa: F401  (registers ${archlab_dirname:...} on import)
+    from experiments.config import resolvers  # noqa: F401  (registers ${archlab_dirname:...} on import)
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -9,7 +9,7 @@ evaluated), `last` (the newest checkpoints/step_<N>/), or a step number that sti
 built from the ModelConfig stored in the weights file's metadata and put in eval mode; the weights are read with
 safetensors (no pickle). The tokenizer is the run dir's tokenizer.json (runs from before it was copied there: the
 cache path in config.yaml). `cfg` is config.yaml as a plain dict.
-Used by `python -m experiments.sample`, `experiments.evaluate_run` and `experiments.export`. A run dir that cannot
+Used by `python -m experiments.sample`, `experiments.use.evaluate.cli` and `experiments.use.export`. A run dir that cannot
 be loaded raises RunLoadError, one line that names the file and what is missing.
 Also read: the single checkpoints/last.pt of runs from before safetensors (that one is a pickle).
 """
@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from experiments.checkpoint import WEIGHTS, CheckpointError, Checkpoints, load_weights, read_weights_meta
-from experiments.rundir import RunDir, RunDirError
+from experiments.rundir.checkpoint import WEIGHTS, CheckpointError, Checkpoints, load_weights, read_weights_meta
+from experiments.rundir.layout import RunDir, RunDirError
 
 WHICH = ("best", "last")
 

@@ -8,7 +8,7 @@ extrapolation on any text, as a table (or JSON).
 
 The model and tokenizer come from experiments.load_run (best weights unless --which). The text is encoded with
 the run's tokenizer (special-token strings count as plain text) and scored with the same fixed windows as the
-trainer's eval (experiments/evaluate.py): every full window of n_ctx tokens, then the extrapolation lengths
+trainer's eval (experiments/run/eval_lm.py): every full window of n_ctx tokens, then the extrapolation lengths
 k·n_ctx, `nonoverlap` and `sliding`. Byte-level BPE encodes every string losslessly, so no text is refused for
 its characters; the round trip decode(encode(text)) == text is still checked and a failure is one line (it would
 mean a broken tokenizer file). bits per byte = nats / ln 2 / (UTF-8 bytes of the text / tokens).
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments.errors import ConfigError
-from experiments.finished_run import RunLoadError, load_run
+from experiments.config.errors import ConfigError
+from experiments.use.load import RunLoadError, load_run
 
 
 class EvalError(ValueError):
@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _read_texts(patterns: list[str]) -> str:
-    from experiments.data import expand_paths
+    from experiments.data.corpus import expand_paths
 
     try:
         paths = expand_paths(patterns)
@@ -78,10 +78,10 @@ def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok) -> tuple[np.ndar
     if args.text:
         ids, bpt = _encode(tok, _read_texts(args.text))
         return ids, bpt, " ".join(args.text)
-    from experiments.compose import compose_config
-    from experiments.config_check import to_plain
-    from experiments.finished_run import tokenizer_file
-    from experiments.tokenize_cache import prepare_data
+    from experiments.config.compose import compose_config
+    from experiments.config.check import to_plain
+    from experiments.use.load import tokenizer_file
+    from experiments.data.cache import prepare_data
 
     data_cfg = dict(cfg["data"])
     if args.overrides:
@@ -100,7 +100,7 @@ def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok) -> tuple[np.ndar
 
 
 def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
-    from experiments.evaluate import evaluate_model, length_extrapolation
+    from experiments.run.eval_lm import evaluate_model, length_extrapolation
 
     model, tok, cfg = load_run(args.run_dir, which=args.which, device=args.device)
     if hasattr(model, "encoder"):
@@ -121,11 +121,11 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate_seq2seq_run(args: argparse.Namespace, model, cfg: dict[str, Any]) -> dict[str, Any]:
     """An encoder-decoder run: loss, token accuracy and exact match (overall and per length) on the test split of
     its data config (or of `data...` overrides), with the run's own tokenizer."""
-    from experiments.compose import compose_config
-    from experiments.config_check import to_plain
-    from experiments.finished_run import tokenizer_file
-    from experiments.seq2seq_data import prepare_pairs
-    from experiments.seq2seq_eval import evaluate_seq2seq
+    from experiments.config.compose import compose_config
+    from experiments.config.check import to_plain
+    from experiments.use.load import tokenizer_file
+    from experiments.data.pairs import prepare_pairs
+    from experiments.run.eval_seq2seq import evaluate_seq2seq
 
     if args.text:
         raise EvalError("--text scores a language model; an encoder-decoder run is scored on pairs (data=... overrides)")

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from experiments.seq2seq_data import IGNORE, EncodedPairs, collate
+from experiments.data.pairs import IGNORE, EncodedPairs, collate
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@
     <run dir>/metrics.jsonl    one JSON object per line, appended as the run goes (a torn last line is skipped)
     <run dir>/summary.json     status + final numbers, replaced atomically (readers see old or new, never half)
     <run dir>/tokenizer.json   a copy of the run's tokenizer (the run is usable without the cache it came from)
-    <run dir>/checkpoints/     step_<N>/{model.safetensors,state.pt}, best.safetensors (experiments/checkpoint.py)
+    <run dir>/checkpoints/     step_<N>/{model.safetensors,state.pt}, best.safetensors (experiments/rundir/checkpoint.py)
     <run dir>/wandb/           offline wandb files, when wandb logged the run (+ wandb_run_id.txt, for resume)
     <run dir>/.hydra/          Hydra's own record of the composed config (Hydra writes it, not archlab)
 

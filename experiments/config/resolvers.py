@@ -1,4 +1,4 @@
-"""OmegaConf resolvers used by conf/ (registered on import of experiments.train / experiments.compose).
+"""OmegaConf resolvers used by conf/ (registered on import of experiments.run.train / experiments.config.compose).
 
 `${archlab_dirname:...}` turns Hydra's override string into a directory name that keeps every `key=value`
 readable: `model/pos=rope,seed=0` -> `model.pos=rope,seed=0`. A long value is shortened on its own, never by

@@ -1,6 +1,6 @@
 """Run tracking: local files first (metrics.jsonl, summary.json), mirrored to wandb when asked.
 
-API (what `experiments/train.py` calls):
+API (what `experiments/run/train.py` calls):
 
     with Tracker(run_dir, config, logger="wandb_offline", group="pos_x_norm", name="model/pos=rope",
                  tags=["rope", "pre"], job_type="train", resume_from_step=None) as tracker:
@@ -15,7 +15,7 @@ API (what `experiments/train.py` calls):
   (`resume_from_step=N`, N = the checkpoint's step): lines with `step > N` are dropped (they were logged after
   the checkpoint, the resumed run logs them again), as is a half-written last line; new lines are appended.
   `resume_metrics(run_dir, N)` does the same truncation without a Tracker.
-* `summary.json`: written atomically (experiments/rundir.py owns the files and the write); `finish(status)` sets its `status` field
+* `summary.json`: written atomically (experiments/rundir/layout.py owns the files and the write); `finish(status)` sets its `status` field
   (`finish()` / a clean `__exit__` keep the status last written, default "completed").
 * wandb tags are `tags` plus `variant_tags(config)` (the values of model.pos.kind, model.norm, model.norm_type,
   model.activation, e.g. "rope", "pre", "layernorm", "gelu"); `auto_tags=False` keeps only `tags`.
@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.rundir import RunDir, to_json
+from experiments.rundir.layout import RunDir, to_json
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ A step dir is written complete under a temp name and renamed into place, so a ru
 included) leaves the previous checkpoints or the new one, never a half one; `latest()` is the highest step dir.
 `train.keep_last_k` step dirs are kept (older ones are deleted after a new one lands). `best.safetensors` is one
 atomic file. Tied weights (wte = lm_head) are stored once. The lr schedule is a pure function of the step
-(experiments.schedule), so the step counter is the scheduler state. The RNG states are python, numpy, torch CPU
+(experiments.run.schedule), so the step counter is the scheduler state. The RNG states are python, numpy, torch CPU
 (and CUDA) and each rank's data generator, so a resumed run draws the same windows and dropout masks as an
 uninterrupted one. `state.pt` holds python/numpy RNG tuples and so is a pickle: it is read only to resume your own
 run; the weights (what `experiments.load_run` and exports read) never need pickle.
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from experiments.rundir import atomic_write
+from experiments.rundir.layout import atomic_write
 
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.errors import ConfigError
+from experiments.config.errors import ConfigError
 
 DIGITS = "0123456789"
 

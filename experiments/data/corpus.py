@@ -7,7 +7,7 @@ Sources (`data.source`, one `conf/data/*.yaml` each):
     folder of them), loaded by tokenizer.datasets_source (the loader `bpe train --dataset` uses too); its
     DatasetError (missing column, a column that is not text, hub off/unreachable) becomes a one-line ConfigError;
   * `tokens`: token files from `bpe encode` (no documents: only the fast sidecar checks live here; the ids are
-    read by experiments.tokenize_cache.prepare_data, against the loaded tokenizer's fingerprint).
+    read by experiments.data.cache.prepare_data, against the loaded tokenizer's fingerprint).
 The train/val split is deterministic: `split_by=documents` sends an evenly spread `val_fraction` of the documents
 to validation; `split_by=stream` cuts the concatenated text at `1 - val_fraction` (the token stream's tail is
 held out, and the tokenizer never sees it). `corpus_key` is a sha256 of the split content, the cache key for
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from experiments.errors import ConfigError
+from experiments.config.errors import ConfigError
 
 SPLITS = ("documents", "stream")
 
@@ -175,7 +175,7 @@ SOURCES = {
     "text": _text,
     "hf": _hf,
 }
-TOKEN_SOURCE = "tokens"  # token files, not documents: no corpus to load (experiments.tokenize_cache reads them)
+TOKEN_SOURCE = "tokens"  # token files, not documents: no corpus to load (experiments.data.cache reads them)
 
 
 def token_file_paths(cfg: dict[str, Any]) -> dict[str, Path]:
@@ -226,7 +226,7 @@ def load_corpus(cfg: dict[str, Any]) -> Corpus:
     """Read the configured source and split it into train/val documents (deterministically)."""
     check_source(cfg)
     if cfg["source"] == TOKEN_SOURCE:
-        raise ConfigError("data=tokens holds token ids, not documents; read it with experiments.tokenize_cache.prepare_data")
+        raise ConfigError("data=tokens holds token ids, not documents; read it with experiments.data.cache.prepare_data")
     name, docs, val_docs, identity = SOURCES[cfg["source"]](cfg)
     if val_docs is None:
         train_docs, val_docs = split_documents(docs, float(cfg.get("val_fraction", 0.1)), cfg.get("split_by", "documents"))

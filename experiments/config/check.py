@@ -5,9 +5,9 @@ range or registry choices, e.g. `optim.lr` a number > 0, `optim.betas` two numbe
 ModelConfig (so a bad shape such as d_model not divisible by n_heads fails here) and checks local paths and hub
 reachability, all before any data is read. Each failure is a single `ConfigError` shaped `<key>: <why>`, e.g.
 `seed: must be an integer >= 0, got 'abc'` or `model.norm: unknown value 'mid'; choose from post, pre, sandwich`.
-Unknown group options and unknown keys on the command line are caught earlier by experiments.cli_precheck
+Unknown group options and unknown keys on the command line are caught earlier by experiments.config.precheck
 (Hydra's struct mode otherwise).
-Not handled: data.* values (experiments.data.check_source owns them); checks that need the data (a corpus
+Not handled: data.* values (experiments.data.corpus.check_source owns them); checks that need the data (a corpus
 shorter than n_ctx is caught when the token arrays exist).
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from experiments.errors import ConfigError
+from experiments.config.errors import ConfigError
 
 TOP_LEVEL = ("experiment_name", "seed", "model", "data", "tokenizer", "optim", "schedule", "train", "logger")
 EXTRAP = ("end", "every_eval", "never")
@@ -189,15 +189,15 @@ STR = Rule("str")
 
 
 def rules() -> dict[str, Rule]:
-    """Every user-settable key of conf/ (except data.*, checked by experiments.data.check_source) -> its Rule.
+    """Every user-settable key of conf/ (except data.*, checked by experiments.data.corpus.check_source) -> its Rule.
 
     Registries (optimizers, schedules, loggers, arch choices) supply the valid choices, so a new registry entry
     is accepted without editing this table."""
     from arch.config import (ACTIVATIONS, ATTENTION_IMPLS, BLOCK_KINDS, INIT_SCHEMES, NORM_PLACEMENTS, NORM_TYPES,
                              POS_KINDS, QK_NORMS, ROPE_SCALINGS)
-    from experiments.optim import OPTIMIZERS
-    from experiments.schedule import SCHEDULES
-    from experiments.tracking import LOGGERS
+    from experiments.run.optim import OPTIMIZERS
+    from experiments.run.schedule import SCHEDULES
+    from experiments.rundir.tracking import LOGGERS
 
     def choice(names) -> Rule:
         return Rule("choice", choices=tuple(sorted(names)))
@@ -338,7 +338,7 @@ def _check_tokenizer(tok: dict[str, Any]) -> None:
 
 def validate(cfg: DictConfig | dict) -> dict[str, Any]:
     """The resolved config as a plain dict, or one ConfigError naming what to change. Reads no data."""
-    from experiments.data import check_source
+    from experiments.data.corpus import check_source
 
     c = to_plain(cfg)
     missing = [k for k in TOP_LEVEL if k not in c]
@@ -352,7 +352,7 @@ def validate(cfg: DictConfig | dict) -> dict[str, Any]:
     # the model with a stand-in vocabulary (the real one comes from the tokenizer): catches every bad shape
     vocab = c["tokenizer"].get("vocab_size") if c["tokenizer"]["mode"] == "train" else 512
     if task_kind(c) == "seq2seq":
-        from experiments import seq2seq_data
+        from experiments.data import pairs as seq2seq_data
 
         mc = encdec_config(c["model"], vocab_size=int(vocab or 512))
         seq2seq_data.check_source(c["data"])

@@ -2,7 +2,7 @@
 
 Sources (`data.source`):
   * `seq2seq_synthetic` (conf/data/seq2seq_synthetic.yaml): copy / reverse / sort / addition pairs made on the
-    fly (experiments/seq2seq_tasks.py), with a test split by length: no download;
+    fly (experiments/data/seq2seq_tasks.py), with a test split by length: no download;
   * `seq2seq_pairs` (conf/data/seq2seq_pairs.yaml): pairs from a local .tsv (source TAB target per line), a
     .jsonl / .json / .csv / .parquet file or a `datasets` name or saved dir (tokenizer.datasets_source, the one
     `datasets` loader) with `src_column` / `tgt_column`; `val_fraction` of the pairs (an evenly spread share) is
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from experiments.errors import ConfigError
-from experiments.seq2seq_tasks import PairSplit, make_split
+from experiments.config.errors import ConfigError
+from experiments.data.seq2seq_tasks import PairSplit, make_split
 
 PAD, BOS, EOS = "<|pad|>", "<|bos|>", "<|eos|>"
 SPECIALS = (PAD, BOS, EOS)
@@ -74,7 +74,7 @@ SOURCES = ("seq2seq_synthetic", "seq2seq_pairs")
 
 def check_source(cfg: dict[str, Any]) -> None:
     """Cheap checks of a seq2seq data config before anything is generated or read (one-line ConfigError)."""
-    from experiments.seq2seq_tasks import TASKS, _lengths
+    from experiments.data.seq2seq_tasks import TASKS, _lengths
 
     source = cfg.get("source")
     if source not in SOURCES:
@@ -203,8 +203,8 @@ class PreparedPairs:
 def prepare_pairs(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str, *,
                   progress: bool = False) -> PreparedPairs:
     """Pairs -> tokenizer (trained on the training sources and targets, cached by content; or loaded) -> ids."""
-    from experiments.data import Corpus
-    from experiments.tokenize_cache import get_tokenizer
+    from experiments.data.corpus import Corpus
+    from experiments.data.cache import get_tokenizer
 
     split = load_pairs(data_cfg)
     corpus = Corpus(name=split.name, train_docs=[s for s, _ in split.train] + [t for _, t in split.train],

@@ -2,7 +2,7 @@
 building their report and setting the exit status (SweepReport).
 
 SweepStop (`hydra.callbacks.sweep_stop`): from the start of the sweep, the launcher process holds SIGINT/SIGTERM
-(experiments.interrupt.hold_sweep): the first one is passed on to the job processes as a soft stop, every job
+(experiments.run.interrupt.hold_sweep): the first one is passed on to the job processes as a soft stop, every job
 in progress finishes its step, saves a checkpoint and records `interrupted`, and every job not yet started records
 `interrupted` without starting. At the end it prints how many runs were stopped and the one command that resumes
 the sweep (`... -m <same overrides> hydra.sweep.dir=<dir> train.resume=true`), and exits 130. A second signal
@@ -15,7 +15,7 @@ that says so) and prints the path of report.html (or, if that fails, why, and th
 
 Exit status: 130 for a sweep stopped by a signal (SweepStop); else a sweep in which any job `failed` or was
 `interrupted` (or left no summary) exits 1 after the report is built, so a script or CI sees it; `diverged` is a result of the experiment, not a fault, and keeps exit 0.
-Run dirs are read through experiments/rundir.py.
+Run dirs are read through experiments/rundir/layout.py.
 Not handled: SLURM sweeps whose jobs are still queued when the launcher returns (statuses then read `running`).
 """
 
@@ -28,8 +28,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.interrupt import EXIT_CODE, hold_sweep, release_sweep, sweep_stopped
-from experiments.rundir import RUN_MARKERS, RunDir
+from experiments.run.interrupt import EXIT_CODE, hold_sweep, release_sweep, sweep_stopped
+from experiments.rundir.layout import RUN_MARKERS, RunDir
 
 # Statuses that make a sweep exit non-zero ("running" at the end of a sweep = a job that died without a summary).
 FAULT_STATUSES = ("failed", "interrupted", "running")
@@ -75,7 +75,7 @@ class SweepStop(Callback):
         why = sweep_stopped(sweep)
         if why is None:
             return
-        from experiments.train import sweep_resume_command
+        from experiments.run.train import sweep_resume_command
 
         jobs = sweep_statuses(Path(sweep))
         stopped = sum(1 for _, s in jobs if status_of(s) != "completed")
@@ -86,8 +86,8 @@ class SweepStop(Callback):
 
 def stopped_at_once() -> None:
     """The launcher's second Ctrl-C / SIGTERM (KeyboardInterrupt out of Hydra): one line and exit 130, no traceback."""
-    from experiments.interrupt import held_sweeps
-    from experiments.train import sweep_resume_command
+    from experiments.run.interrupt import held_sweeps
+    from experiments.run.train import sweep_resume_command
 
     sweeps = held_sweeps()
     for sweep in sweeps:

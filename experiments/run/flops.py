@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.rundir import atomic_write
+from experiments.rundir.layout import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,11 @@
+"""One training run: the Hydra app, the training loop and what it is made of.
+
+    train.py          `python -m experiments.train`: train(cfg), TrainingRun, the CLI
+    optim.py          AdamW with weight decay on matrices
+    schedule.py       learning-rate schedules as a pure function of the step
+    distributed.py    DDP plumbing (rank, device, collectives)
+    interrupt.py      Ctrl-C / SIGTERM as "stop after this step", for a run and a whole sweep
+    eval_lm.py        validation loss / perplexity / bits per byte, attention entropy, length extrapolation
+    eval_seq2seq.py   teacher-forced loss, token accuracy and exact match for seq2seq runs
+    flops.py          peak FLOP/s of a device and MFU
+"""

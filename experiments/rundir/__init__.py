@@ -1,0 +1,6 @@
+"""The run dir: its layout and file formats (the one owner), checkpoints, and tracking (local files + wandb).
+
+    layout.py      RunDir: which files a run writes, reading and writing them atomically
+    checkpoint.py  weights (safetensors) and training state: save, load, last / best
+    tracking.py    metrics.jsonl and summary.json, mirrored to wandb when asked
+"""
