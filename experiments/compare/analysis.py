@@ -1,7 +1,7 @@
 """The report's "Analysis" section (`--analysis`): what happens inside the models, next to their losses.
 
 * Attention entropy per layer over training (`analysis_attn_entropy.png`): the `attn_entropy/layer_{i}` values of
-  every eval line (metrics.jsonl; experiments/evaluate.py), one panel per group, one line per layer, mean ± std
+  every eval line (metrics.jsonl; experiments/run/eval_lm.py), one panel per group, one line per layer, mean ± std
   over the group's runs on the report's x axis, with the entropy of uniform causal attention as the ceiling.
 * Logit lens (`analysis_logit_lens.png` + a table): each run's best checkpoint (experiments.load_run) on a fixed
   batch, the first `windows` eval windows of n_ctx tokens of its validation text (each document followed by
@@ -72,7 +72,7 @@ def entropy_data(groups: list[Group], x: str) -> list[dict[str, Any]]:
         uniform = None
         if len(n_ctx) == 1 and isinstance(next(iter(n_ctx)), int) and len(window) == 1:
             uniform = uniform_entropy(next(iter(n_ctx)), next(iter(window)))
-        out.append({"label": g.label, "color": g.color, "layers": curves, "uniform": uniform})
+        out.append({**g.appearance(), "layers": curves, "uniform": uniform})
     return out
 
 
@@ -82,7 +82,7 @@ def entropy_data(groups: list[Group], x: str) -> list[dict[str, Any]]:
 def _val_text(data_cfg: dict[str, Any], cache: dict[str, tuple[list[str], str]]) -> tuple[list[str], str]:
     """(validation documents, what they are) for a run's data config; the embedded corpus's when it cannot be
     reloaded. Memoised per data config in `cache` (runs of a sweep share one)."""
-    from experiments.data import TOKEN_SOURCE, load_corpus
+    from experiments.data.corpus import TOKEN_SOURCE, load_corpus
 
     key = json.dumps(data_cfg, sort_keys=True, default=str)
     if key not in cache:
@@ -123,7 +123,7 @@ def inspect_model(model: Any, windows: np.ndarray) -> dict[str, Any]:
     {logp: [L + 1] mean log p(next token), top1: [L + 1] accuracy, head_entropy: [L][H] nats}."""
     import torch
 
-    from experiments.evaluate import attention_entropy
+    from experiments.run.eval_lm import attention_entropy
 
     batch = torch.from_numpy(windows).to(next(model.parameters()).device)
     inputs, targets = batch[:, :-1], batch[:, 1:]
@@ -156,7 +156,7 @@ def inspect_model(model: Any, windows: np.ndarray) -> dict[str, Any]:
 def inspect_run(run: Run, windows: int, texts: dict[str, tuple[list[str], str]]) -> dict[str, Any] | str:
     """inspect_model on the run's best checkpoint and batch, plus {source, n_windows}; a string says why not."""
     from arch import Transformer
-    from experiments.finished_run import load_run
+    from experiments.use.load import load_run
 
     if run.path is None:
         return "no run dir (a wandb run)"
@@ -198,7 +198,7 @@ def lens_data(groups: list[Group], windows: int) -> tuple[list[dict[str, Any]], 
                  for k in ("logp", "top1")}
         heads = [np.sort(np.asarray(res["head_entropy"], dtype=float), axis=1) for res in results
                  if np.shape(res["head_entropy"]) == np.shape(results[0]["head_entropy"])]
-        out.append({"label": g.label, "color": g.color, "n": len(results), "layers": len(results[0]["logp"]) - 1,
+        out.append({**g.appearance(), "n": len(results), "layers": len(results[0]["logp"]) - 1,
                     "logp": tuple(np.array([s[j] for s in stats["logp"]]) for j in (0, 1)),
                     "top1": tuple(np.array([s[j] for s in stats["top1"]]) for j in (0, 1)),
                     "head_entropy": np.mean(heads, axis=0), "n_windows": results[0]["n_windows"],

@@ -33,7 +33,7 @@ from experiments.compare.stats import (
 
 LAYER_RE = re.compile(r"grad_norm/layer_(\d+)$")
 FIXED_FIGURES = ("extrapolation.png", "exact_match_vs_length.png", "grad_norm_per_layer.png", "aspect_ratio.png")
-LENGTH_METRIC = "val/exact_match"  # seq2seq runs log val/exact_match@len{k} at each eval (experiments/seq2seq_eval.py)
+LENGTH_METRIC = "val/exact_match"  # seq2seq runs log val/exact_match@len{k} at each eval (experiments/run/eval_seq2seq.py)
 
 
 def slug(metric: str) -> str:
@@ -70,7 +70,7 @@ def _curve_data(groups: list[Group], key: str, x: str, smooth: float = 0.0) -> l
             else:
                 good.append((xs, ys))
         grid, mean, std, n = band([smoothed(*c) for c in good])
-        out.append({"label": g.label, "color": g.color, "grid": grid, "mean": mean, "std": std,
+        out.append({**g.appearance(), "grid": grid, "mean": mean, "std": std,
                     "raw": band(good)[1] if smooth else None,
                     "n_runs": len(good), "bad": [smoothed(*b) for b in bad if len(b[0])]})
     return out
@@ -96,7 +96,7 @@ def _extrap_data(groups: list[Group]) -> tuple[list[dict[str, Any]], list[str], 
                 na.setdefault(mode, []).append(f"{k:g}×")
         for mode, ks in na.items():
             notes.append(f"{g.label}: {mode} loss N/A at {', '.join(ks)} (omitted)")
-        out.append({"label": g.label, "color": g.color, "points": points})
+        out.append({**g.appearance(), "points": points})
     order = [m for m in ("nonoverlap", "sliding") if m in modes_seen] + [m for m in modes_seen if m not in ("nonoverlap", "sliding")]
     return out, order, notes
 
@@ -109,8 +109,7 @@ def _length_data(groups: list[Group], metric: str = LENGTH_METRIC) -> list[dict[
         for r in stat_runs(g):
             for k, v in run_by_length(r, metric).items():
                 per.setdefault(k, []).append(v)
-        out.append({"label": g.label, "color": g.color,
-                    "points": [(k, *mean_std(vals)) for k, vals in sorted(per.items())]})
+        out.append({**g.appearance(), "points": [(k, *mean_std(vals)) for k, vals in sorted(per.items())]})
     return out
 
 
@@ -146,7 +145,7 @@ def _grad_data(groups: list[Group]) -> tuple[list[dict[str, Any]], list[str]]:
                 phases[panel] = (np.array([s[0] for s in stats]), np.array([s[1] for s in stats]))
             bad[panel] = [np.array([lm.get(i, np.nan) for i in layers])
                           for lm in (_layer_means(r, limit(r)) for r in g.runs if r.status in EXCLUDED_STATUSES) if lm]
-        out.append({"label": g.label, "color": g.color, "layers": layers, "phases": phases, "bad": bad})
+        out.append({**g.appearance(), "layers": layers, "phases": phases, "bad": bad})
     return out, list(panels)
 
 
@@ -234,7 +233,7 @@ def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str],
                         "the faint line is the unsmoothed mean.")
         add(f, title, caption)
 
-    finals = [{"label": g.label, "color": g.color,
+    finals = [{**g.appearance(),
                "good": [v for v in (final_value(r, metric) for r in stat_runs(g)) if v is not None],
                "bad": [final_value(r, metric) for r in g.runs if r.status in EXCLUDED_STATUSES],
                "mean": mean_std([final_value(r, metric) for r in stat_runs(g)])[0],

@@ -102,6 +102,11 @@ class Group:
     def by_status(self, *statuses: str) -> list[Run]:
         return [r for r in self.runs if r.status in statuses]
 
+    def appearance(self) -> dict[str, Any]:
+        """{label, color, index}: how every figure tells the group apart (index picks its dash and marker,
+        plots.line_style), the start of each group's figure data."""
+        return {"label": self.label, "color": self.color, "index": self.index}
+
 
 def short_key(key: str) -> str:
     """Display name of a dotted key: the last part, or its parent for generic leaves (model.pos.kind -> pos)."""

@@ -2,8 +2,10 @@
 
 Every function takes data already aggregated by figures.py, draws one figure and writes one PNG (atomically,
 through rundir.atomic_write: a symlink in its place is replaced, never written through). Group `i` keeps colour
-`i` in every figure. Diverged / interrupted / failed runs are drawn as thin dashed lines ending in an × (the last
-finite point), never dropped. Not handled here: deciding whether a plot applies (figures.py).
+`i`, and in line charts dash and marker `i` (line_style), in every figure: a curve lying exactly on another's still
+shows, and a line of a single point is its marker. Diverged / interrupted / failed runs are drawn as thin dashed
+lines ending in an × (the last finite point), never dropped. Not handled here: deciding whether a plot applies
+(figures.py).
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from experiments.rundir import atomic_write  # noqa: E402
+from experiments.rundir.layout import atomic_write  # noqa: E402
 
 DPI = 110
 BAD_MARK = dict(marker="x", s=70, linewidths=2.2, zorder=6)
+LINESTYLES = ("-", "--", "-.", ":")  # group i: LINESTYLES[i % 4] and MARKERS[i % 9], distinct for 36 groups
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+MARKS = 10  # markers on a long line (a shorter one marks every point)
 
 plt.rcParams.update({
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
@@ -57,11 +62,22 @@ def _save(fig: plt.Figure, path: Path, legend: bool = True) -> Path:
     return path
 
 
+def line_style(index: int, n_points: int) -> dict[str, Any]:
+    """Line kwargs of series `index` (group i in every figure, layer i's marker in the attention-entropy panels): its
+    dash and marker, the marker on every point of a line of fewer than 2·MARKS points, else on every
+    (n_points // MARKS)-th, a quarter step later per series, so the markers of coinciding curves do not cover
+    each other.
+    Example: line_style(1, 200) -> {"ls": "--", "marker": "s", "markevery": (5, 20)}"""
+    step = max(1, n_points // MARKS)
+    return {"ls": LINESTYLES[index % len(LINESTYLES)], "marker": MARKERS[index % len(MARKERS)],
+            "markevery": (index * max(1, step // 4) % step, step)}
+
+
 def plot_curves(path: Path, groups: list[dict[str, Any]], x: str, metric: str, title: str) -> Path:
     """Mean ± std band per group on a common x grid, plus dashed diverged runs ending in ×; with smoothing, the
     unsmoothed mean (`raw`, on the same grid) is a faint line behind the smoothed one.
 
-    groups: [{label, color, grid, mean, std, raw: mean or None, n_runs, bad: [(xs, ys)]}]."""
+    groups: [{label, color, index, grid, mean, std, raw: mean or None, n_runs, bad: [(xs, ys)]}]."""
     fig, ax = plt.subplots(figsize=(9.5, 5.4))
     finite = []
     for g in groups:
@@ -70,7 +86,7 @@ def plot_curves(path: Path, groups: list[dict[str, Any]], x: str, metric: str, t
             label = f"{g['label']} (n={g['n_runs']})"
             if g.get("raw") is not None:
                 ax.plot(grid, g["raw"], color=g["color"], lw=1, alpha=0.3, zorder=1)
-            ax.plot(grid, mean, color=g["color"], lw=2, label=label)
+            ax.plot(grid, mean, color=g["color"], lw=2, ms=5, label=label, **line_style(g["index"], len(grid)))
             ok = np.isfinite(std)
             if ok.any():
                 ax.fill_between(grid, mean - np.where(ok, std, 0), mean + np.where(ok, std, 0),
@@ -131,7 +147,7 @@ def plot_final(path: Path, groups: list[dict[str, Any]], metric: str, title: str
 def plot_extrapolation(path: Path, groups: list[dict[str, Any]], modes: list[str], n_ctx: int | None, title: str) -> Path:
     """Loss vs eval length (multiples of the training context), one panel per eval mode.
 
-    groups: [{label, color, points: {mode: [(k, mean, std, n)]}}]; N/A points are simply absent."""
+    groups: [{label, color, index, points: {mode: [(k, mean, std, n)]}}]; N/A points are simply absent."""
     fig, axes = plt.subplots(1, len(modes), figsize=(6.2 * len(modes), 4.9), squeeze=False, sharey=True)
     ks_all = sorted({k for g in groups for m in modes for k, *_ in g["points"].get(m, [])})
     for ax, mode in zip(axes[0], modes):
@@ -140,8 +156,8 @@ def plot_extrapolation(path: Path, groups: list[dict[str, Any]], modes: list[str
             if not pts:
                 continue
             ks, mean, std, _ = (np.asarray(v, dtype=float) for v in zip(*pts))
-            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], marker="o", ms=5,
-                        capsize=3, lw=2, label=g["label"])
+            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5, capsize=3, lw=2,
+                        label=g["label"], **line_style(g["index"], len(ks)))
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks_all)
         if n_ctx:
@@ -160,15 +176,15 @@ def plot_by_length(path: Path, groups: list[dict[str, Any]], ylabel: str, traine
                    title: str) -> Path:
     """A metric vs task length, one line per group (mean ± std); the training lengths shaded.
 
-    groups: [{label, color, points: [(k, mean, std, n)]}]."""
+    groups: [{label, color, index, points: [(k, mean, std, n)]}]."""
     fig, ax = plt.subplots(figsize=(7.4, 4.7))
     if trained:
         ax.axvspan(trained[0] - 0.5, trained[1] + 0.5, color="#000000", alpha=0.06, lw=0, label="training lengths")
     for g in groups:
         if g["points"]:
             ks, mean, std, _ = (np.asarray(v, dtype=float) for v in zip(*g["points"]))
-            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], marker="o", ms=4,
-                        capsize=3, lw=2, label=g["label"])
+            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=4, capsize=3, lw=2,
+                        label=g["label"], **line_style(g["index"], len(ks)))
     ax.set_xlabel("task length")
     ax.set_ylabel(ylabel)
     ax.set_ylim(-0.03, 1.03)
@@ -179,14 +195,14 @@ def plot_by_length(path: Path, groups: list[dict[str, Any]], ylabel: str, traine
 def plot_grad_norms(path: Path, groups: list[dict[str, Any]], panels: list[str], title: str) -> Path:
     """Mean gradient norm per layer index, one line per group; one panel per phase (e.g. early / whole run).
 
-    groups: [{label, color, layers, phases: {panel: (mean, std)}, bad: {panel: [per-layer arrays]}}]."""
+    groups: [{label, color, index, layers, phases: {panel: (mean, std)}, bad: {panel: [per-layer arrays]}}]."""
     fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.7), squeeze=False, sharey=True)
     for ax, panel in zip(axes[0], panels):
         for g in groups:
             if panel in g["phases"]:
                 mean, std = g["phases"][panel]
-                ax.errorbar(g["layers"], mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], marker="o",
-                            ms=5, capsize=3, lw=2, label=g["label"])
+                ax.errorbar(g["layers"], mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5,
+                            capsize=3, lw=2, label=g["label"], **line_style(g["index"], len(g["layers"])))
             for arr in g["bad"].get(panel, []):
                 ax.plot(g["layers"], arr, color=g["color"], ls="--", lw=1, marker="x", ms=6, alpha=0.8)
         ax.set_yscale("log", nonpositive="clip")  # a mean - std below 0 runs off the bottom
@@ -283,7 +299,8 @@ def plot_attn_entropy(path: Path, groups: list[dict[str, Any]], x: str, title: s
     for ax, g in zip(axes, groups):
         for i, grid, mean, std in g["layers"]:
             color = cmap(0.85 * i / max(1, depth - 1))
-            ax.plot(grid, mean, color=color, lw=1.8, label=f"layer {i}")
+            marks = {**line_style(i, len(grid)), "ls": "-"}  # solid: dashed is the uniform ceiling
+            ax.plot(grid, mean, color=color, lw=1.8, ms=4, label=f"layer {i}", **marks)
             ok = np.isfinite(std)
             if ok.any():
                 ax.fill_between(grid, mean - np.where(ok, std, 0), mean + np.where(ok, std, 0), color=color,
@@ -304,15 +321,15 @@ def plot_logit_lens(path: Path, groups: list[dict[str, Any]], title: str) -> Pat
     """Two panels against the layer read out (0 = embeddings, i = after block i): mean log p(correct next token)
     and top-1 accuracy, one line per group with ± std bars.
 
-    groups: [{label, color, n, layers, logp: (mean, std), top1: (mean, std)}]."""
+    groups: [{label, color, index, n, layers, logp: (mean, std), top1: (mean, std)}]."""
     fig, axes = plt.subplots(1, 2, figsize=(12.4, 4.9))
     depth = max(g["layers"] for g in groups)
     for ax, key, ylabel in ((axes[0], "logp", "mean log p(next token) (nats)"),
                             (axes[1], "top1", "top-1 accuracy")):
         for g in groups:
             mean, std = g[key]
-            ax.errorbar(np.arange(len(mean)), mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"],
-                        marker="o", ms=5, capsize=3, lw=2, label=f"{g['label']} (n={g['n']})")
+            ax.errorbar(np.arange(len(mean)), mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5,
+                        capsize=3, lw=2, label=f"{g['label']} (n={g['n']})", **line_style(g["index"], len(mean)))
         ticks = list(range(depth + 1)) if depth <= 16 else list(range(0, depth + 1, max(1, depth // 12)))
         ax.set_xticks(ticks)
         ax.set_xticklabels(["emb" if t == 0 else str(t - 1) for t in ticks])

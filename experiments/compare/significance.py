@@ -1,18 +1,20 @@
 """Is a group's metric different from the baseline's? t-intervals on the difference of means, a verdict, and how
 many seeds would settle it.
 
-    difference(values=[3.11, 3.13, 3.15], base=[3.30, 3.32, 3.34], seeds=[0, 1, 2], base_seeds=[0, 1, 2],
+    difference(values=[3.11, 3.14, 3.15], base=[3.30, 3.32, 3.34], seeds=[0, 1, 2], base_seeds=[0, 1, 2],
                higher_better=False)
-    -> Difference(test="paired", diff=-0.19, ci=(-0.19, -0.19), verdict="better", ...)
+    -> Difference(test="paired", diff=-0.187, ci=(-0.201, -0.172), p=0.0003, verdict="better", ...)
 
-Handled:
-* paired by seed: when both groups ran the same set of distinct seeds (n >= 2), a t-interval on the per-seed
-  differences d_i = x_i - y_i: d̄ ± t(0.975, n-1) · s_d / √n;
-* otherwise Welch's t-interval: x̄ - ȳ ± t(0.975, ν) · √(s_x²/n_x + s_y²/n_y), ν from Welch–Satterthwaite;
-* the two-sided p-value of the same t statistic, and a verdict: `better` / `worse` when the 95% interval excludes
-  0 (the sign read through the metric's direction), else `not distinguishable`;
+Handled (the intervals and p-values are scipy.stats'; the formulas are in docs/compare.md):
+* paired by seed: when both groups ran the same set of distinct seeds (n >= 2), `ttest_rel` on the pairs, i.e. a
+  t-interval on the per-seed differences d_i = x_i - y_i: d̄ ± t(0.975, n-1) · s_d / √n;
+* otherwise Welch's `ttest_ind(equal_var=False)`: x̄ - ȳ ± t(0.975, ν) · √(s_x²/n_x + s_y²/n_y), ν from
+  Welch–Satterthwaite;
+* the two-sided p-value of the same test, and a verdict: `better` / `worse` when the 95% interval
+  (`.confidence_interval`) excludes 0 (the sign read through the metric's direction), else `not distinguishable`;
 * n < 2 in either group: no interval (there is no spread to estimate), verdict `not distinguishable`;
-* zero spread (identical values, or identical per-seed differences): the interval is the point d̄;
+* zero spread (identical per-seed differences; unpaired, identical values within each group), up to rounding
+  (REL_TOL): no interval either, never p = 0 or a zero-width interval (note `zero spread: no interval`);
 * seeds needed: the smallest n per group at which the same test, two-sided at 95%, has 80% power against a true
   difference of the observed size, with the observed spread taken as the truth. Exact power from the noncentral t
   (scipy.stats.nct), not the normal approximation: paired, df = n-1 and noncentrality |d̄|·√n/s_d; unpaired, the
@@ -25,6 +27,7 @@ non-normal small samples (the t-interval assumes roughly normal values), which r
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -35,6 +38,7 @@ LEVEL = 0.95  # confidence level of every interval, and 1 - alpha of every test
 POWER = 0.8  # the power `seeds_needed` asks for
 MAX_SEEDS = 10_000  # seeds_needed gives up (None) beyond this
 VERDICTS = ("better", "worse", "not distinguishable")
+REL_TOL = 1e-12  # a spread below this fraction of the values' magnitude is rounding, not spread
 
 
 @dataclass(frozen=True)
@@ -45,42 +49,36 @@ class Difference:
     n: int  # values in the group (pairs, when paired)
     n_base: int  # values in the baseline
     diff: float  # x̄ - ȳ (paired: mean of the per-seed differences, the same number)
-    ci: tuple[float, float] | None  # LEVEL interval of diff; None when n < 2
-    df: float | None  # degrees of freedom of the t distribution used
+    ci: tuple[float, float] | None  # LEVEL interval of diff; None when n < 2 or zero spread
+    df: float | None  # degrees of freedom of the t distribution used; None without an interval
     p: float | None  # two-sided p-value of diff = 0
     verdict: str  # one of VERDICTS
     seeds_needed: int | None  # seeds per group for POWER at LEVEL; None: no spread to estimate / no difference / > MAX_SEEDS
-    note: str = ""  # why there is no interval or no seeds_needed ("n=1: no interval")
+    note: str = ""  # why there is no interval or no seeds_needed ("n=1: no interval", "zero spread: no interval")
 
 
 def _finite(values: Sequence[float | None]) -> np.ndarray:
     return np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
 
 
+def zero_spread(v: np.ndarray, scale: float) -> bool:
+    """All of v equal up to rounding: max - min <= REL_TOL · scale, `scale` the magnitude of the numbers v came from.
+    Example: the differences [1.1, 1.2, 1.3] - [1.0, 1.1, 1.2] = 0.1 ± 1e-16, scale 1.3 -> True"""
+    return float(np.ptp(v)) <= REL_TOL * scale
+
+
+def _interval(result: Any, level: float) -> tuple[float, float]:
+    ci = result.confidence_interval(level)
+    return float(ci.low), float(ci.high)
+
+
 def mean_ci(values: Sequence[float | None], level: float = LEVEL) -> tuple[float, float] | None:
-    """t-interval of a mean: x̄ ± t(1-α/2, n-1)·s/√n over the finite values; None when n < 2.
+    """t-interval of a mean, x̄ ± t(1-α/2, n-1)·s/√n, over the finite values; None when n < 2 or zero spread.
     Example: [1, 2, 3] -> (2 - 4.303·0.577, 2 + 4.303·0.577) = (-0.484, 4.484)"""
     v = _finite(values)
-    if len(v) < 2:
+    if len(v) < 2 or zero_spread(v, float(np.abs(v).max())):
         return None
-    half = sps.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return float(v.mean() - half), float(v.mean() + half)
-
-
-def t_interval(diff: float, se: float, df: float, level: float = LEVEL) -> tuple[tuple[float, float], float]:
-    """(diff ± t(1-α/2, df)·se, two-sided p of diff = 0). se = 0: the point interval, p 0 (diff != 0) or 1."""
-    if se == 0:
-        return (diff, diff), (0.0 if diff != 0 else 1.0)
-    half = sps.t.ppf(0.5 + level / 2, df) * se
-    return (float(diff - half), float(diff + half)), float(2 * sps.t.sf(abs(diff / se), df))
-
-
-def welch(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """(x̄ - ȳ, its standard error √(s_x²/n_x + s_y²/n_y), Welch–Satterthwaite df); needs n >= 2 in both."""
-    a, b = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)  # squared standard errors of the two means
-    se = math.sqrt(a + b)
-    df = (a + b) ** 2 / (a**2 / (len(x) - 1) + b**2 / (len(y) - 1)) if se > 0 else float(len(x) + len(y) - 2)
-    return float(x.mean() - y.mean()), se, float(df)
+    return _interval(sps.ttest_1samp(v, 0.0), level)
 
 
 def pooled_sd(x: np.ndarray, y: np.ndarray) -> float:
@@ -138,16 +136,26 @@ def difference(values: Sequence[float], base: Sequence[float], higher_better: bo
     x, y = np.asarray(values, dtype=float), np.asarray(base, dtype=float)
     diff = float(x.mean() - y.mean()) if len(x) and len(y) else math.nan
     if min(len(x), len(y)) < 2:
-        return Difference(None, len(x), len(y), diff, None, None, None, "not distinguishable", None,
-                          f"n={min(len(x), len(y))}: no interval")
+        return _no_interval(None, x, y, diff, f"n={min(len(x), len(y))}: no interval")
+    scale = float(max(np.abs(x).max(), np.abs(y).max()))
     if pairable(seeds, base_seeds):
         by_seed = dict(zip(base_seeds, y))
-        d = x - np.asarray([by_seed[s] for s in seeds])  # (n,) per-seed differences, group - baseline
-        sd = float(d.std(ddof=1))
-        test, diff, se, df = "paired", float(d.mean()), sd / math.sqrt(len(d)), float(len(d) - 1)
+        y = np.asarray([by_seed[s] for s in seeds])  # the baseline in the group's seed order
+        d = x - y  # (n,) per-seed differences, group - baseline
+        test, diff, sd, flat = "paired", float(d.mean()), float(d.std(ddof=1)), zero_spread(d, scale)
     else:
-        test, (diff, se, df), sd = "welch", welch(x, y), pooled_sd(x, y)
-    ci, p = t_interval(diff, se, df, level)
+        test, sd, flat = "welch", pooled_sd(x, y), zero_spread(x, scale) and zero_spread(y, scale)
+    if flat:
+        return _no_interval(test, x, y, diff, "zero spread: no interval")
+    with warnings.catch_warnings():  # scipy warns of "precision loss" when one Welch group alone has no spread
+        warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
+        result = sps.ttest_rel(x, y) if test == "paired" else sps.ttest_ind(x, y, equal_var=False)
+    ci = _interval(result, level)
     need = seeds_needed(diff, sd, paired=test == "paired", level=level)
     note = "" if need is not None else ("no difference observed" if diff == 0 else f"more than {MAX_SEEDS} seeds")
-    return Difference(test, len(x), len(y), diff, ci, df, p, verdict(ci, higher_better), need, note)
+    return Difference(test, len(x), len(y), diff, ci, float(result.df), float(result.pvalue),
+                      verdict(ci, higher_better), need, note)
+
+
+def _no_interval(test: str | None, x: np.ndarray, y: np.ndarray, diff: float, note: str) -> Difference:
+    return Difference(test, len(x), len(y), diff, None, None, None, "not distinguishable", None, note)

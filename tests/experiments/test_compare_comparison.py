@@ -14,28 +14,40 @@ from scipy import stats as sps
 
 from experiments.compare import build_report, main
 from experiments.compare.outdir import MANIFEST
-from experiments.compare.significance import difference, power, seeds_needed
+from experiments.compare.significance import difference, mean_ci, power, seeds_needed
 from experiments.compare.stats import ema, higher_is_better
 from tests.experiments.synthetic_runs import GROUPS, write_sweep
 
-T_975_DF4 = 2.7764451051977987  # t(0.975, 4) from a t table
+T_975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}  # t(0.975, df) from a t table
 
 
 # ---------------------------------------------------------------- the intervals, against the textbook
+# Closed forms written out here, independent of significance.py (which calls scipy.stats.ttest_rel / ttest_ind).
+
+PAIRED = [  # (group, baseline), seeds 0..n-1 in both
+    ([3.10, 3.16, 3.12, 3.20, 3.14], [3.15, 3.18, 3.19, 3.22, 3.20]),  # d = -0.05, -0.02, -0.07, -0.02, -0.06
+    ([1.0, 2.0, 4.0], [0.5, 1.0, 2.0]),  # d = 0.5, 1, 2
+    ([10.0, 12.0, 11.0, 15.0], [9.0, 13.0, 10.0, 11.0]),  # d = 1, -1, 1, 4
+]
 
 
-def test_paired_interval_is_the_textbook_one_on_per_seed_differences() -> None:
-    x = [3.10, 3.16, 3.12, 3.20, 3.14]  # group, seeds 0..4
-    y = [3.15, 3.18, 3.19, 3.22, 3.20]  # baseline, same seeds
-    d = [a - b for a, b in zip(x, y)]  # -0.05, -0.02, -0.07, -0.02, -0.06
-    mean, sd = statistics.fmean(d), statistics.stdev(d)  # -0.044, sqrt(0.00053)
-    half = T_975_DF4 * sd / math.sqrt(5)
-    got = difference(x, y, higher_better=False, seeds=[0, 1, 2, 3, 4], base_seeds=[0, 1, 2, 3, 4])
-    assert got.test == "paired" and got.df == 4
-    assert got.diff == pytest.approx(-0.044)
-    assert got.ci == pytest.approx((mean - half, mean + half))
-    assert got.ci == pytest.approx((-0.072585, -0.015415), abs=1e-6)  # the same numbers, worked by hand
-    assert got.p == pytest.approx(sps.ttest_rel(x, y).pvalue)
+@pytest.mark.parametrize("x, y", PAIRED)
+def test_paired_interval_is_the_textbook_one_on_per_seed_differences(x, y) -> None:
+    n = len(x)
+    d = [a - b for a, b in zip(x, y)]
+    mean, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(n)
+    t = mean / se
+    got = difference(x, y, higher_better=False, seeds=list(range(n)), base_seeds=list(range(n)))
+    assert got.test == "paired" and got.df == n - 1 and got.n == n
+    assert got.diff == pytest.approx(mean)
+    assert got.ci == pytest.approx((mean - T_975[n - 1] * se, mean + T_975[n - 1] * se))
+    assert got.p == pytest.approx(2 * sps.t.sf(abs(t), n - 1))
+
+
+def test_paired_interval_worked_by_hand() -> None:
+    got = difference(*PAIRED[0], higher_better=False, seeds=[0, 1, 2, 3, 4], base_seeds=[0, 1, 2, 3, 4])
+    # d̄ = -0.044, s_d = √0.00053, half-width 2.776 · s_d / √5 = 0.028585
+    assert got.ci == pytest.approx((-0.072585, -0.015415), abs=1e-6)
     assert got.verdict == "better"  # a loss went down, and the interval excludes 0
 
 
@@ -47,17 +59,25 @@ def test_pairs_are_matched_by_seed_not_by_position() -> None:
     assert shuffled.ci == pytest.approx(ref.ci) and shuffled.test == "paired"
 
 
-def test_welch_interval_is_the_textbook_one() -> None:
-    x = [3.10, 3.16, 3.12]  # seeds 0, 1, 2
-    y = [3.15, 3.18, 3.19, 3.22]  # seeds 0..3: not the same seeds, so unpaired
-    a, b = statistics.variance(x) / 3, statistics.variance(y) / 4
-    df = (a + b) ** 2 / (a**2 / 2 + b**2 / 3)  # Welch–Satterthwaite
+WELCH = [  # (group, baseline) with different seeds, so unpaired
+    ([3.10, 3.16, 3.12], [3.15, 3.18, 3.19, 3.22]),
+    ([1.0, 2.0, 4.0, 8.0], [3.0, 3.5]),
+    ([5.0, 5.0, 5.0], [4.0, 4.5, 6.0, 5.5]),  # no spread in the group: all of it is the baseline's, df = n_y - 1
+]
+
+
+@pytest.mark.parametrize("x, y", WELCH)
+def test_welch_interval_is_the_textbook_one(x, y) -> None:
+    a, b = statistics.variance(x) / len(x), statistics.variance(y) / len(y)
+    df = (a + b) ** 2 / (a**2 / (len(x) - 1) + b**2 / (len(y) - 1))  # Welch–Satterthwaite
     diff = statistics.fmean(x) - statistics.fmean(y)
     half = sps.t.ppf(0.975, df) * math.sqrt(a + b)
-    got = difference(x, y, higher_better=False, seeds=[0, 1, 2], base_seeds=[0, 1, 2, 3])
+    got = difference(x, y, higher_better=False, seeds=list(range(len(x))), base_seeds=list(range(1, len(y) + 1)))
     assert got.test == "welch" and got.df == pytest.approx(df)
     assert got.ci == pytest.approx((diff - half, diff + half))
-    assert got.p == pytest.approx(sps.ttest_ind(x, y, equal_var=False).pvalue)
+    assert got.p == pytest.approx(2 * sps.t.sf(abs(diff) / math.sqrt(a + b), df))
+    if a == 0:
+        assert got.df == pytest.approx(len(y) - 1) and half == pytest.approx(T_975[len(y) - 1] * math.sqrt(b))
 
 
 @pytest.mark.parametrize("seeds, base_seeds, test", [
@@ -91,6 +111,26 @@ def test_n_1_has_no_interval() -> None:
     assert got.ci is None and got.p is None and got.test is None and got.seeds_needed is None
     assert got.verdict == "not distinguishable" and got.note == "n=1: no interval"
     assert got.diff == pytest.approx(-0.2)
+
+
+@pytest.mark.parametrize("x, y, seeds, test", [
+    ([3.0, 3.0, 3.0], [3.25, 3.25, 3.25], None, "welch"),  # identical values in each group
+    ([3.0, 3.5, 4.0], [3.25, 3.75, 4.25], [0, 1, 2], "paired"),  # identical per-seed differences, -0.25
+    ([1.1, 1.2, 1.3], [1.0, 1.1, 1.2], [0, 1, 2], "paired"),  # the same up to rounding: 0.1 ± 1e-16
+    ([3.1, 3.1, 3.1], [3.1, 3.1, 3.1], [0, 1, 2], "paired"),  # no difference either
+])
+def test_zero_spread_has_no_interval(x, y, seeds, test) -> None:
+    # no spread to estimate: never a zero-width interval or p = 0 (both would claim certainty from 3 seeds)
+    got = difference(x, y, False, seeds=seeds, base_seeds=seeds)
+    assert got.test == test and got.ci is None and got.p is None and got.df is None
+    assert got.verdict == "not distinguishable" and got.note == "zero spread: no interval"
+    assert got.seeds_needed is None and got.diff == pytest.approx(statistics.fmean(x) - statistics.fmean(y))
+
+
+def test_mean_ci_is_the_textbook_one_and_none_without_spread() -> None:
+    assert mean_ci([1.0, 2.0, 3.0]) == pytest.approx((2 - T_975[2] / math.sqrt(3), 2 + T_975[2] / math.sqrt(3)))
+    assert mean_ci([1.0, None, 3.0, math.nan]) == pytest.approx((2 - 12.706204736174707, 2 + 12.706204736174707))
+    assert mean_ci([3.0]) is None and mean_ci([0.1 * 3, 0.3, 0.1 + 0.2]) is None  # n = 1; zero spread
 
 
 # ---------------------------------------------------------------- seeds needed for 80% power

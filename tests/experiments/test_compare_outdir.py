@@ -7,8 +7,10 @@ traceback after all runs were read.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.compare import RunsError, build_report, main
+from experiments.compare import RunsError, build_report, main, plots
 from experiments.compare.outdir import MANIFEST
 from tests.experiments.synthetic_runs import GROUPS, write_sweep
 
@@ -178,7 +180,7 @@ def test_out_under_a_file_cannot_be_created(tmp_path: Path, capsys) -> None:
     f = tmp_path / "file"
     f.write_text("x")
     msg = _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", str(f / "sub" / "report")])
-    assert f"cannot be created: {f} is not a writable directory" in msg
+    assert msg == f"compare: error: --out {f / 'sub' / 'report'} cannot be created in {f}: Not a directory"
 
 
 def test_out_is_checked_before_pulling_wandb(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -188,27 +190,85 @@ def test_out_is_checked_before_pulling_wandb(tmp_path: Path, capsys, monkeypatch
     assert "is not a directory" in _err(capsys, ["--wandb-group", "g", "--wandb-project", "me/p", "--out", str(f)])
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any dir, so a chmod-ed dir is writable")
-def test_out_in_a_read_only_dir(tmp_path: Path, capsys) -> None:
+# /proc takes no new file or dir, not even from root (CI runs as root, where a chmod-ed dir is still writable)
+@pytest.mark.parametrize("out, message", [
+    ("/proc", "--out /proc is not writable: "),
+    ("/proc/compare-report", "--out /proc/compare-report cannot be created in /proc: "),
+    ("/proc/compare-report/a/b", "--out /proc/compare-report/a/b cannot be created in /proc: "),
+])
+def test_out_in_a_read_only_dir(tmp_path: Path, capsys, out: str, message: str) -> None:
+    # the run path does not exist: reading runs first would say "path not found"
+    assert _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", out]).startswith(f"compare: error: {message}")
+
+
+def test_out_in_a_chmod_read_only_dir(tmp_path: Path, capsys) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
     try:
-        assert "is not writable" in _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", str(ro)])
-        assert "cannot be created" in _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", str(ro / "new")])
+        if os.access(ro, os.W_OK):
+            pytest.skip("root writes into any dir, so a chmod-ed dir is writable (the /proc test covers root)")
+        assert _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", str(ro)]) == \
+            f"compare: error: --out {ro} is not writable: Permission denied"
+        assert _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", str(ro / "new")]) == \
+            f"compare: error: --out {ro / 'new'} cannot be created in {ro}: Permission denied"
     finally:
         ro.chmod(0o700)
 
 
-def test_out_unwritable_as_the_os_reports_it(tmp_path: Path, capsys, monkeypatch) -> None:
-    # the same check as the chmod test above, for root too: os.access is what the check asks
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    real = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == ro else real(p, mode, **kw))
-    assert _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", str(ro)]) == f"compare: error: --out {ro} is not writable"
-    msg = _err(capsys, [str(tmp_path / "no_such_sweep"), "--out", str(ro / "a" / "b")])
-    assert msg == f"compare: error: --out {ro / 'a' / 'b'} cannot be created: {ro} is not a writable directory"
+MOUNTS = {  # sh commands making `$1` a read-only file system, a full one, or one with room for little more than a byte
+    "read-only": 'mount -t tmpfs -o ro,size=1m tmpfs "$1"',
+    "full": 'mount -t tmpfs -o size=64k tmpfs "$1" && { head -c 1048576 /dev/zero > "$1/fill" 2>/dev/null; true; }',
+    "tiny": 'mount -t tmpfs -o size=32k tmpfs "$1"',
+}
+
+
+def _compare_on_a_mount(kind: str, mnt: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`python -m experiments.compare argv` in a private mount namespace where MOUNTS[kind] is mounted at `mnt`
+    (gone when the process exits); skips where mounting is not allowed (not root, or no CAP_SYS_ADMIN)."""
+    mnt.mkdir()
+    mount = ["unshare", "--mount", "sh", "-c", MOUNTS[kind], "sh", str(mnt)]
+    if shutil.which("unshare") is None or subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a file system here (needs root with CAP_SYS_ADMIN)")
+    script = MOUNTS[kind] + ' && shift && exec "$@"'
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", str(mnt), sys.executable, "-m",
+                           "experiments.compare", *argv], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+
+
+@pytest.mark.parametrize("kind, out, message", [
+    ("read-only", ".", "--out {mnt} is not writable: Read-only file system"),
+    ("read-only", "new/report", "--out {mnt}/new/report cannot be created in {mnt}: Read-only file system"),
+    ("full", ".", "--out {mnt} is not writable: No space left on device"),
+    ("full", "report", "--out {mnt}/report cannot be created in {mnt}: No space left on device"),
+])
+def test_out_on_a_read_only_or_full_file_system(tmp_path: Path, kind: str, out: str, message: str) -> None:
+    mnt = tmp_path / "mnt"
+    p = _compare_on_a_mount(kind, mnt, str(tmp_path / "no_such_sweep"), "--out", str(mnt / out).rstrip("/."))
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == f"compare: error: {message.format(mnt=mnt)}\n"  # before any run is read: not "path not found"
+
+
+def test_disk_full_while_the_report_is_written(sweep: Path, tmp_path: Path) -> None:
+    # 32k: the check's one byte fits, the figures do not
+    mnt = tmp_path / "mnt"
+    p = _compare_on_a_mount("tiny", mnt, str(sweep), "--out", str(mnt / "report"))
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
+    assert p.stderr.startswith(f"compare: error: --out {mnt / 'report'}: cannot write the report: "
+                               "No space left on device")
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO])
+def test_an_os_error_while_the_report_is_written_is_one_line(sweep: Path, tmp_path: Path, capsys, monkeypatch,
+                                                             err: int) -> None:
+    # the same as the tiny mount above, for any user: the figures' writes fail (a write() error names no file)
+    def fail(*args, **kwargs):
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(plots, "atomic_write", fail)
+    out = tmp_path / "out"
+    assert _err(capsys, [str(sweep), "--out", str(out)]) == \
+        f"compare: error: --out {out}: cannot write the report: {os.strerror(err)}"
 
 
 def test_bad_out_subprocess_has_no_traceback(sweep: Path, tmp_path: Path) -> None:
