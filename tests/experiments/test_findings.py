@@ -396,7 +396,7 @@ GOOD_INIT = {("xavier", "post"): 2.5, ("xavier", "pre"): 1.1}
 
 def test_xiong_rule_outcomes():
     rule = FINDINGS["xiong_postln_warmup"].rule
-    worse = [4.5, 4.6, 4.55]
+    worse = [4.5, 4.62, 4.53]  # worse - fine varies by seed (zero spread has no interval)
     fine, fine2 = [4.0, 4.1, 4.05], [4.01, 4.08, 4.06]
     v = rule(_xiong(worse, fine, fine2, fine, ratios=GOOD_INIT))
     assert v.outcome == "reproduced" and [p[1] for p in v.parts] == ["reproduced", "reproduced"]
@@ -420,7 +420,7 @@ def _kaplan(**means) -> Evidence:
     for n, (d, m) in shapes.items():
         m = means.get(f"l{n}", m)
         recs += [RunRecord(f"n_layers={n}", {"model.n_layers": n, "model.d_model": d}, s, "completed",
-                           {"final val/loss": m + e, "flops": 1e12, "non_embedding_params": 790_000})
+                           {"final val/loss": m + e + 0.003 * math.sin(n + s), "flops": 1e12, "non_embedding_params": 790_000})
                  for s, e in enumerate((-0.01, 0.0, 0.012))]
     return _ev(recs, {"model.n_layers": 4})
 
@@ -461,7 +461,8 @@ def _rms(loss_diffs: list[float], speedup: float, speed_noise: float = 20.0) -> 
     for kind, losses, speed in (("layernorm", base, 1000.0), ("rmsnorm", [b + d for b, d in zip(base, loss_diffs)],
                                                                1000.0 * speedup)):
         recs += [RunRecord(f"norm_type={kind}", {"model.norm_type": kind}, s, "completed",
-                           {"final val/loss": v, "tokens_per_s": speed + speed_noise * ((-1) ** s) * (s % 3)})
+                           {"final val/loss": v, "tokens_per_s": speed + speed_noise * ((-1) ** s) * (s % 3)
+                                                               + (5.0 * (-1) ** s if kind == "rmsnorm" else 0.0)})
                  for s, v in enumerate(losses)]
     return _ev(recs, {"model.norm_type": "layernorm"})
 
