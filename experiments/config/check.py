@@ -215,6 +215,7 @@ def rules() -> dict[str, Rule]:
         "optim.betas": Rule("numbers", lo=0, hi=1, hi_open=True, length=2),
         "optim.eps": POS_NUMBER,
         "optim.weight_decay": Rule("number", lo=0),
+        "optim.decay_embeddings": BOOL,
         # schedule
         "schedule.name": choice(SCHEDULES),
         "schedule.warmup_steps": Rule("int", lo=0),

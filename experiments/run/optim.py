@@ -1,9 +1,12 @@
 """The optimizer: AdamW with weight decay on matrices only.
 
-No decay on biases, norm weights and embeddings (token and learned-position tables), the GPT-2/nanoGPT
-convention: decaying them pulls norms towards zero and embeddings of rare tokens towards the origin. A tied
-output projection is the token embedding, so it is not decayed either. Parameters are grouped by the module that
-owns them, not by name patterns, so a new norm class needs no change here as long as its name contains "Norm".
+No decay on biases and norm weights (1-D gains and shifts: decaying them pulls norms towards zero). Embeddings
+(token, learned-position and T5 relative-bias tables, every `nn.Embedding`) are not decayed either by default
+(`optim.decay_embeddings=false`), as in minGPT's configure_optimizers, which puts LayerNorm and Embedding weights in
+its no-decay set: decay would pull the vectors of rare tokens towards the origin. nanoGPT's configure_optimizers
+decays every parameter with >= 2 dimensions, embeddings included: `optim.decay_embeddings=true` does that. A tied
+output projection is the token embedding, so it follows the embedding's group. Parameters are grouped by the module
+that owns them, not by name patterns, so a new norm class needs no change here as long as its name contains "Norm".
 Not handled: other optimizers (add a builder to OPTIMIZERS), per-layer lr, ZeRO/FSDP sharding.
 """
 
@@ -16,18 +19,19 @@ import torch
 from torch import nn
 
 
-def _no_decay_module(module: nn.Module) -> bool:
-    return isinstance(module, nn.Embedding) or "Norm" in type(module).__name__
+def _no_decay_module(module: nn.Module, decay_embeddings: bool) -> bool:
+    return (isinstance(module, nn.Embedding) and not decay_embeddings) or "Norm" in type(module).__name__
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool = False) -> list[dict[str, Any]]:
     """[{decay params, weight_decay}, {no-decay params, 0.0}]; each parameter appears once (tied ones too).
 
-    A parameter is in the no-decay group if it is 1-D (a bias or a gain) or owned by an embedding or norm module.
+    A parameter is in the no-decay group if it is 1-D (a bias or a gain) or owned by a norm module, or by an
+    embedding module unless `decay_embeddings` (then every >= 2-D tensor outside the norms decays, as in nanoGPT).
     """
     no_decay: dict[int, nn.Parameter] = {}
     for module in model.modules():
-        if _no_decay_module(module):
+        if _no_decay_module(module, decay_embeddings):
             for p in module.parameters(recurse=False):
                 no_decay[id(p)] = p
     decay, rest = [], []
@@ -45,7 +49,7 @@ def _adamw(model: nn.Module, cfg: dict[str, Any], device: torch.device) -> torch
     # fused AdamW is a real speed-up on CUDA; the CPU path keeps the reference implementation (bit-exact resume)
     fused = device.type == "cuda"
     return torch.optim.AdamW(
-        param_groups(model, float(cfg["weight_decay"])),
+        param_groups(model, float(cfg["weight_decay"]), bool(cfg.get("decay_embeddings", False))),
         lr=float(cfg["lr"]),
         betas=tuple(float(b) for b in cfg["betas"]),
         eps=float(cfg["eps"]),

@@ -55,3 +55,33 @@ def test_no_warmup_starts_near_peak():
 def test_unknown_schedule_lists_the_choices():
     with pytest.raises(ValueError, match="choose from"):
         lr_at(0, name="step", base_lr=1.0, total_steps=10)
+
+
+@pytest.mark.parametrize("pos", ["learned", "relative"])
+def test_decay_embeddings_decays_every_matrix_as_nanogpt(pos):
+    """optim.decay_embeddings=true: the decay group is nanoGPT's configure_optimizers rule, every parameter with
+    >= 2 dims (embeddings, the tied head and T5's relative-bias table included); norms and biases stay undecayed."""
+    model = build_model(ModelConfig(vocab_size=64, n_ctx=16, d_model=16, n_layers=2, n_heads=2,
+                                    pos=PosConfig(kind=pos), tie_embeddings=True))
+    decay, no_decay = param_groups(model, 0.1, decay_embeddings=True)
+    names = {id(p): n for n, p in model.named_parameters()}
+    nanogpt = {n for n, p in model.named_parameters() if p.dim() >= 2}
+    assert {names[id(p)] for p in decay["params"]} == nanogpt
+    assert {names[id(p)] for p in no_decay["params"]} == {n for n, p in model.named_parameters() if p.dim() < 2}
+    assert "wte.weight" in nanogpt and any("wpe" in n or "rel_bias" in n for n in nanogpt)
+
+
+def test_decay_embeddings_default_is_off_and_the_config_sets_it():
+    """The default keeps embeddings out of decay (conf/optim/adamw.yaml says false, and a config without the key
+    from an older run dir too); decay_embeddings=true moves them, and nothing else, into the decayed group."""
+    from experiments.config.compose import compose_config
+
+    assert compose_config([]).optim.decay_embeddings is False
+    model = build_model(ModelConfig(vocab_size=64, n_ctx=16, d_model=16, n_layers=1, n_heads=2))
+    cfg = {"name": "adamw", "lr": 0.01, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+    old = build_optimizer(model, cfg, torch.device("cpu"))
+    on = build_optimizer(model, {**cfg, "decay_embeddings": True}, torch.device("cpu"))
+    emb = {id(model.wte.weight), id(model.pos.wpe.weight)}
+    assert not emb & {id(p) for p in old.param_groups[0]["params"]}
+    assert emb <= {id(p) for p in on.param_groups[0]["params"]}
+    assert len(on.param_groups[0]["params"]) == len(old.param_groups[0]["params"]) + 2
