@@ -5,8 +5,10 @@ A window of length L over tokens t[0..N) starting at s feeds inputs t[s : s+L] a
 t[s+1 : s+L+1]; "scored tokens" below are those targets.
 
 * `evaluate_model`: windows of L = n_ctx starting at 0, n_ctx, 2·n_ctx, ... (inputs tile the stream, so every
-  token from t[1] on is scored at most once, with 0..n_ctx-1 tokens of context), at most
-  `max_batches · batch_size` windows, only full windows (a tail shorter than n_ctx+1 tokens is not scored).
+  token from t[1] on is scored at most once, with 0..n_ctx-1 tokens of context), only full windows (a tail
+  shorter than n_ctx+1 tokens is not scored). When the split has more than k = `max_batches · batch_size` of
+  them, k are taken evenly spread over the whole split (`spread`: the first, the last and every ~W/k-th between),
+  not the first k: a fixed prefix of the split is not a sample of it (the start of a text can be easier).
   `val/loss` is the mean over all scored tokens of -ln p(target) (nats/token); `val/ppl = exp(val/loss)`;
   `val/bpb = val/loss / ln 2 / bytes_per_token` = bits per byte of raw text, where `bytes_per_token` is
   measured on the val split as n_bytes(utf-8 text) / n_tokens. Since total bits / total bytes does not depend
@@ -78,6 +80,24 @@ def window_starts(n_tokens: int, length: int, stride: int) -> list[int]:
     return list(range(0, n_tokens - length, stride))
 
 
+def spread(items: Sequence[int], k: int) -> list[int]:
+    """k of `items` evenly spread from the first to the last (all of them when k >= len(items)); k = 1: the middle.
+
+    Item i·(n-1)/(k-1) for i = 0..k-1, rounded half up, so the gaps differ by at most one item.
+
+    >>> spread(list(range(10)), 4)
+    [0, 3, 6, 9]
+    >>> spread([0, 16, 32, 48, 64], 2), spread([0, 16, 32], 1)
+    ([0, 64], [16])
+    """
+    n = len(items)
+    if k >= n:
+        return list(items)
+    if k == 1:
+        return [items[(n - 1) // 2]]
+    return [items[(2 * i * (n - 1) + k - 1) // (2 * (k - 1))] for i in range(k)]
+
+
 def _batches(starts: Sequence[int], batch_size: int) -> Iterator[Sequence[int]]:
     for i in range(0, len(starts), batch_size):
         yield starts[i : i + batch_size]
@@ -125,7 +145,7 @@ def evaluate_model(
     """`val/loss`, `val/ppl`, `val/bpb`, `attn_entropy/layer_{i}` on fixed windows (see the module docstring)."""
     starts = window_starts(len(val_tokens), n_ctx, n_ctx)
     if max_batches is not None:
-        starts = starts[: max_batches * batch_size]
+        starts = spread(starts, max_batches * batch_size)  # over the whole split, not its first windows
     if not starts:
         raise ValueError(f"val split has {len(val_tokens)} tokens; evaluating needs at least n_ctx + 1 = {n_ctx + 1}")
     total_nats, total_tokens = 0.0, 0

@@ -15,6 +15,7 @@ from experiments.run.eval_lm import (
     bits_per_byte,
     evaluate_model,
     length_extrapolation,
+    spread,
     window_starts,
 )
 
@@ -76,15 +77,16 @@ def _logp(model, window):
         return torch.log_softmax(model(torch.tensor(window, dtype=torch.long)[None])[0].double(), -1)  # (L, V)
 
 
-def ref_nonoverlap(model, toks, L, max_windows=None):
-    """Brute force: windows at 0, L, 2L, ... one at a time, every target scored."""
+def ref_nonoverlap(model, toks, L, windows=None):
+    """Brute force: windows at 0, L, 2L, ... one at a time (only those numbered in `windows`), every target scored."""
     model.eval()
     nats, n, s, w = 0.0, 0, 0, 0
-    while s + L + 1 <= len(toks) and (max_windows is None or w < max_windows):
-        logp = _logp(model, toks[s : s + L])
-        for j in range(L):
-            nats -= logp[j, int(toks[s + j + 1])].item()
-            n += 1
+    while s + L + 1 <= len(toks):
+        if windows is None or w in windows:
+            logp = _logp(model, toks[s : s + L])
+            for j in range(L):
+                nats -= logp[j, int(toks[s + j + 1])].item()
+                n += 1
         s, w = s + L, w + 1
     return nats / n, n
 
@@ -152,12 +154,77 @@ def test_evaluate_matches_brute_force(batch_size, max_batches):
         model, toks, n_ctx=12, batch_size=batch_size, max_batches=max_batches, bytes_per_token=2.0, device="cpu"
     )
     assert model.training  # mode restored (dropout was off inside: see the brute-force match below)
-    max_windows = None if max_batches is None else batch_size * max_batches
-    ref, n = ref_nonoverlap(model, toks, 12, max_windows)
-    assert n == 12 * (7 if max_windows is None else min(7, max_windows))
+    # 7 full windows; 4 of them (2 x 2, 4 x 1) spread over the split are windows 0, 2, 4, 6 (i * 6/3)
+    windows = None if max_batches is None else {0, 2, 4, 6}
+    ref, n = ref_nonoverlap(model, toks, 12, windows)
+    assert n == 12 * (7 if windows is None else 4)
     assert out["val/loss"] == pytest.approx(ref, rel=1e-5)
     assert out["val/ppl"] == pytest.approx(math.exp(ref), rel=1e-5)
     assert out["val/bpb"] == pytest.approx(ref / math.log(2) / 2.0, rel=1e-5)
+
+
+class RepeatLM(nn.Module):
+    """Bets on "the next token repeats this one": logit ln 2 on the input token, 0 on the others (vocab 3), so
+    p(repeat) = 2/4 and p(each other token) = 1/4: a repeated target costs ln 2 nats, any other ln 4."""
+
+    def forward(self, ids):
+        return math.log(2) * nn.functional.one_hot(ids, 3).float()  # (B, L, 3)
+
+
+def _easy_prefix_split(L, easy, hard):
+    """`easy` windows of one repeated token, then `hard` windows where every token differs from the one before:
+    window w (inputs t[wL : wL+L], targets one later) costs ln 2 per token if w < easy, else ln 4."""
+    toks = [0] * (easy * L + 1) + [(i % 3) for i in range(1, hard * L + 1)]
+    return np.array(toks, dtype=np.uint16)
+
+
+def test_validation_with_an_easy_prefix_scores_as_the_whole_split():
+    """4 easy windows then 12 hard ones: the whole split is (4 ln 2 + 12 ln 4) / 16 = 1.75 ln 2 nats per token.
+    Its first 4 windows alone would say ln 2; 4 windows spread over it (0, 5, 10, 15) are 1 easy + 3 hard, the
+    same 1.75 ln 2."""
+    L, toks = 8, _easy_prefix_split(8, easy=4, hard=12)
+    kw = dict(n_ctx=L, bytes_per_token=1.0, device="cpu", attn_entropy=False)
+    whole = evaluate_model(RepeatLM(), toks, batch_size=4, max_batches=None, **kw)["val/loss"]
+    assert whole == pytest.approx(1.75 * math.log(2), rel=1e-6)
+    for batch_size, max_batches in [(2, 2), (4, 1), (1, 4)]:
+        sampled = evaluate_model(RepeatLM(), toks, batch_size=batch_size, max_batches=max_batches, **kw)["val/loss"]
+        assert sampled == pytest.approx(whole, rel=1e-6)
+    assert evaluate_model(RepeatLM(), toks, batch_size=4, max_batches=99, **kw)["val/loss"] == pytest.approx(whole)
+
+
+class StartRecorder(nn.Module):
+    """Records the first input token of every window it is given; uniform logits over `vocab`."""
+
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab, self.seen = vocab, []
+
+    def forward(self, ids):
+        self.seen += ids[:, 0].tolist()
+        return torch.zeros(*ids.shape, self.vocab)
+
+
+def _scored_starts(n, L, **kw):
+    """The starts of the windows evaluate_model scores on a stream whose token i is i (so a window's first token is
+    its start)."""
+    model = StartRecorder(n)
+    evaluate_model(model, np.arange(n, dtype=np.int32), n_ctx=L, bytes_per_token=1.0, device="cpu",
+                   attn_entropy=False, **kw)
+    return model.seen
+
+
+def test_eval_windows_cover_the_split_start_middle_and_end():
+    """The windows scored at eval_batches x batch_size < all: the first, one near the middle and the last full
+    window of the split, evenly spaced (gaps of 1 or 2 windows here), the same every time."""
+    starts = window_starts(1000 * 16 + 1, 16, 16)  # 1000 windows
+    picked = spread(starts, 20)
+    assert picked == spread(starts, 20) == _scored_starts(1000 * 16 + 1, 16, batch_size=4, max_batches=5)
+    assert picked[0] == 0 and picked[-1] == starts[-1] == 999 * 16
+    assert any(abs(s - 500 * 16) <= 27 * 16 for s in picked)  # a window within half a gap of the middle
+    gaps = {(b - a) // 16 for a, b in zip(picked, picked[1:])}
+    assert gaps <= {52, 53}  # 999 / 19 = 52.6
+    assert spread(starts[:5], 20) == starts[:5]  # fits: every window
+    assert spread(starts[:5], 1) == [starts[2]]
 
 
 def test_attn_entropy_of_uniform_causal_model():
