@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock
 
 from experiments.data.corpus import Corpus
 from experiments.config.errors import ConfigError
@@ -73,19 +74,12 @@ def _key(obj: Any) -> str:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock (fcntl) on `path`; a no-op where fcntl is missing (Windows)."""
+    """An exclusive lock on `path` for the block, waiting while another process holds it (filelock: flock on
+    POSIX, msvcrt on Windows, a lock file where neither exists). An OS lock dies with its process, so a job
+    killed while holding it blocks no one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover
+    with FileLock(path):
         yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def tokenizer_settings(cfg: dict[str, Any]) -> dict[str, Any]:
