@@ -1,7 +1,7 @@
 """ModelConfig and PosConfig: the plain, serialisable description of a model (no torch import here).
 
-Every string choice is a registry key: the torch modules hold dicts keyed by exactly the names below
-(`POSITIONAL`, `NORMS`, `BLOCKS`, `BLOCK_KINDS`, `MLPS`, `ATTENTION`, `INITS`, `ROPE_SCALING`), and a test checks
+Every string choice is a registry key: the torch modules (arch.components) hold dicts keyed by exactly the names
+below (`POSITIONAL`, `NORMS`, `BLOCKS`, `BLOCK_KINDS`, `MLPS`, `ATTENTION`, `INITS`, `ROPE_SCALING`), and a test checks
 they agree. `qk_norm` and `pos.rope_scaling` also take None (off).
 `d_head` / `d_mlp` left as None are derived in `__post_init__`, so a built config always holds concrete sizes.
 EncDecConfig describes the encoder-decoder (arch.encdec); its two stacks are built from ModelConfig views of it

@@ -5,13 +5,15 @@
     tgt (B, T) -> Decoder: wte (x sqrt(C)) + pos.embed -> ln_emb -> dropout -> blocks (causal self-attention,
                            cross-attention over memory, MLP) -> ln_f (x C**-0.5) -> lm_head (+ bias) -> logits (B, T, V)
 
-Everything is the decoder-only model's parts: each stack is built from a ModelConfig view of the EncDecConfig
-(`cfg.encoder_config()`, `cfg.decoder_config()`), the encoder's blocks are arch.block.BLOCKS run with
-`Step(causal=False)`, the decoder's are CROSS_BLOCKS, whose cross-attention is arch.attention.CrossAttention.
+Everything is the decoder-only model's parts (arch.components): each stack is built from a ModelConfig view of the
+EncDecConfig (`cfg.encoder_config()`, `cfg.decoder_config()`), the encoder's blocks are block.BLOCKS run with
+`Step(causal=False)`, the decoder's are CROSS_BLOCKS, whose cross-attention is attention.CrossAttention; the
+decoder's causal mask and the source padding bias are masking's, the init schemes init's.
 Each stack has its own position encoding (the encoder's relative buckets are bidirectional, its ALiBi symmetric;
 BIDIRECTIONAL_POSITIONAL) and its own relative-bias table. The cross-attention has no position encoding.
 Padding: `src_mask` (B, S) bool, True at real tokens (or derived from cfg.src_pad_id), masks padded source keys
-in encoder self-attention and in cross-attention; pads must be on the right (appending pads changes nothing).
+in encoder self-attention and in cross-attention (masking.padding_bias); pads must be on the right (appending
+pads changes nothing).
 Target padding needs no mask (the decoder is causal): give padded labels -100 and the loss ignores them.
 The HF-parity knobs (arch.convert.from_hf): `embed_norm` is the `ln_emb` slot (BART's layernorm_embedding; an
 Identity when off), `scale_decoder_output` the x C**-0.5 (T5 v1.0), `logits_bias` lm_head's bias (BART's
@@ -32,13 +34,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from arch.attention import Step
-from arch.block import BLOCKS, CROSS_BLOCKS
+from arch.components.attention import Step
+from arch.components.block import BLOCKS, CROSS_BLOCKS
+from arch.components.init import HEAD_INITS, INITS
+from arch.components.kv_cache import EncDecKVCache
+from arch.components.masking import CausalMasking, padding_bias
+from arch.components.norms import build_norm
+from arch.components.positional import build_positional
 from arch.config import EncDecConfig, ModelConfig
-from arch.kv_cache import EncDecKVCache
-from arch.model import INITS, CausalMasking, lm_loss
-from arch.norms import build_norm
-from arch.positional import build_positional
+from arch.fused_loss import lm_loss
+from arch.generate import generate
 
 # tie_embeddings -> (parameter that becomes, parameter it becomes) pairs; each a module path whose .weight is tied
 TIES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -47,24 +52,6 @@ TIES: dict[str, tuple[tuple[str, str], ...]] = {
     "decoder": (("lm_head", "decoder.wte"),),  # target embedding = output (Press & Wolf 2017), own source one
     "none": (),
 }
-
-# init of an untied lm_head (C -> V), the same scheme INITS gives every other Linear
-HEAD_INITS = {
-    "gpt2": lambda w: nn.init.normal_(w, mean=0.0, std=0.02),
-    "xavier": nn.init.xavier_uniform_,  # U(-a, a), a = sqrt(6 / (C + V))
-}
-
-
-def padding_bias(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    """mask (B, S) bool, True at real tokens -> (B, 1, 1, S) additive bias: 0 there, -inf at padding; None -> None.
-
-    >>> padding_bias(torch.tensor([[True, False]]), torch.float32).flatten().tolist()
-    [0.0, -inf]
-    """
-    if mask is None:
-        return None
-    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
-    return bias[:, None, None, :]  # (B, 1, 1, S)
 
 
 class Encoder(nn.Module):
@@ -233,8 +220,6 @@ class EncoderDecoder(nn.Module):
     def generate(self, src: Tensor, tgt: Tensor, **kwargs: Any) -> Tensor:
         """arch.generate.generate(self, tgt, src=src, **kwargs): continue the decoder prompt tgt (B, T0), e.g. a
         column of the start id, given the source src (B, S). Greedy / sampling / beam search (length_penalty)."""
-        from arch.generate import generate
-
         return generate(self, tgt, src=src, **kwargs)
 
 

@@ -19,8 +19,9 @@ Exact: the gradient is the one log_softmax's backward computes (exp(log_softmax)
 of the grad_W sum changes. All targets ignored: the loss is nan and the gradients are zero (as F.cross_entropy).
 
 Without grad (torch.no_grad, or neither h nor W requiring grad) only the loss is computed, chunked. Second-order
-gradients are not supported (once_differentiable). `arch.model.Transformer.loss` uses this on CPU for
-float32 / float64 without autocast and falls back to the unfused path elsewhere (see `use_fused`).
+gradients are not supported (once_differentiable). `lm_loss(x, lm_head, targets, fused)`, the loss of
+arch.model.Transformer and arch.encdec.EncoderDecoder, uses this on CPU for float32 / float64 without autocast and
+falls back to the unfused path elsewhere (see `use_fused`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 IGNORE_INDEX = -100
@@ -135,3 +137,13 @@ def fused_linear_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, chunk
     if not (torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)):
         return _loss_only(h, weight, targets, chunk_size)
     return FusedLinearCrossEntropy.apply(h, weight, targets, chunk_size)
+
+
+def lm_loss(x: Tensor, lm_head: nn.Linear, targets: Tensor, fused: bool) -> Tensor:
+    """Mean cross-entropy of lm_head(x) against targets != -100: x (B, T, C), targets (B, T); the loss of the
+    Transformer and of the encoder-decoder. fused: fused_linear_cross_entropy where use_fused allows it, else
+    lm_head + F.cross_entropy (same value and gradients)."""
+    if fused and use_fused(x, lm_head.weight):
+        return fused_linear_cross_entropy(x.reshape(-1, x.shape[-1]), lm_head.weight, targets.reshape(-1))
+    logits = lm_head(x)
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)

@@ -1,4 +1,4 @@
-"""Transformer (a GPT-style causal decoder) and build_model(cfg).
+"""Transformer: the GPT-style causal decoder.
 
     ids (B, T) -> wte + pos.embed -> dropout -> blocks -> ln_f (Identity for post-LN) -> lm_head -> logits (B, T, V)
 
@@ -7,130 +7,43 @@ tie_embeddings=True) this is exactly GPT-2 (see arch.convert.from_hf_gpt2). Para
 `wte`, `pos.wpe` (learned) / `pos.rel_bias` (relative), `blocks.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,
 mlp.c_fc,mlp.c_proj}` (+ `ln_1_out`, `ln_2_out` for sandwich; no `ln_2` / `ln_2_out` in parallel blocks),
 `blocks.{i}.attn.{q_norm,k_norm}` (qk_norm only), `ln_f` (pre / sandwich), `lm_head` (untied only).
-Sliding-window attention (cfg.window) is a band folded into the causal mask, so every kernel and position
-encoding gets it through the same additive bias.
-model.loss(ids, targets) uses the chunked fused lm_head + cross-entropy of arch.fused_loss (never stores the
+The parts are arch.components (positional, block, attention, mlp, norms; the init schemes INITS, the causal mask
+CausalMasking, the KVCache). Sliding-window attention (cfg.window) is a band folded into the causal mask, so every
+kernel and position encoding gets it through the same additive bias.
+model.loss(ids, targets) is arch.fused_loss.lm_loss: the chunked fused lm_head + cross-entropy (never stores the
 logits) where arch.fused_loss.use_fused allows; model(ids) still returns the logits.
 Hook points (read or patch any activation: run_with_hooks, `with model.hooks(...)`, run_with_cache) and the logit
-lens live in arch.hooks; with no hook set the forward pass checks one attribute and runs the plain loop.
-The encoder-decoder (arch.encdec) reuses CausalMasking, lm_loss, INITS and the blocks; build_model builds it
-from an EncDecConfig. Not handled here: padding masks (left-padded batches), mixed-precision policy.
+lens are arch.hooks (the mechanism: arch.hook_points); with no hook set the forward pass checks one attribute and
+runs the plain loop. build_model(cfg) is arch.build; the encoder-decoder is arch.encdec.
+Not handled here: padding masks (left-padded batches), mixed-precision policy.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from arch import hooks as hooks_mod
-from arch.attention import CausalSelfAttention, CrossAttention, Step
-from arch.block import block_class
-from arch.config import EncDecConfig, ModelConfig
-from arch.fused_loss import fused_linear_cross_entropy, use_fused
-from arch.hooks import HookFn, HookSet, NameOrFilter
-from arch.kv_cache import KVCache
-from arch.mlp import MLP
-from arch.norms import build_norm
-from arch.positional import build_positional
-
-if TYPE_CHECKING:
-    from arch.encdec import EncoderDecoder
-
-
-def init_gpt2(model: Transformer) -> None:
-    """GPT-2 init: Linear/Embedding weights N(0, 0.02), biases 0, norms 1 (and 0), and the residual output
-    projections (attn.c_proj, mlp.c_proj; cross_attn.c_proj too) N(0, 0.02 / sqrt(2 n_layers)).
-    (Radford et al. 2019, section 2.3). `model` is any stack with `cfg` and `wte`: a Transformer, or an
-    encoder-decoder's Encoder / Decoder (each scaled by its own depth)."""
-    std = 0.02
-    for name, module in model.named_modules():
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            proj = name.endswith("attn.c_proj") or name.endswith("mlp.c_proj")
-            nn.init.normal_(module.weight, mean=0.0, std=std / math.sqrt(2 * model.cfg.n_layers) if proj else std)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
-
-
-def _fused_blocks(model: Transformer) -> dict[nn.Linear, tuple[int, ...]]:
-    """Linears that fuse several logical matrices, with their row-block sizes: c_attn = q | k | v, and swiglu's
-    c_fc = gate | up. Xavier's fans belong to each logical matrix, not to the fused one."""
-    out: dict[nn.Linear, tuple[int, ...]] = {}
-    for module in model.modules():
-        if isinstance(module, CausalSelfAttention):
-            out[module.c_attn] = module.qkv_sizes
-        elif isinstance(module, CrossAttention):
-            out[module.c_kv] = module.kv_sizes
-        elif isinstance(module, MLP):
-            out[module.c_fc] = module.fc_sizes
-    return out
-
-
-@torch.no_grad()
-def init_xavier(model: Transformer) -> None:
-    """Xavier init as Xiong et al. 2020 analyse the original Transformer (https://arxiv.org/abs/2002.04745,
-    Vaswani et al. 2017): every Linear weight xavier_uniform, U(-a, a) with a = sqrt(6 / (fan_in + fan_out)) so
-    std = sqrt(2 / (fan_in + fan_out)), per logical matrix (q, k, v and swiglu's gate / up each get their own
-    fans); biases 0; every Embedding (wte, wpe, the relative-bias table) N(0, 1 / d_model); norms 1 (and 0).
-    No residual-projection scaling. A tied lm_head keeps wte's embedding init."""
-    fused = _fused_blocks(model)
-    std_embed = model.cfg.d_model ** -0.5
-    for module in model.modules():
-        if isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=std_embed)
-        elif isinstance(module, nn.Linear):
-            if module.weight is model.wte.weight:
-                continue  # tied output projection: one matrix, initialised as the embedding
-            fan_in = module.weight.shape[1]
-            for rows in module.weight.split(fused.get(module, (module.weight.shape[0],)), dim=0):
-                a = math.sqrt(6.0 / (fan_in + rows.shape[0]))
-                rows.uniform_(-a, a)  # a view: writes into the weight
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-
-
-class CausalMasking:
-    """The causal (and sliding-window) mask table and the per-call attention bias of a causal stack: Transformer
-    and the encoder-decoder's Decoder. The host has `cfg`, `pos` and a `causal_mask` buffer from `_causal_table`."""
-
-    cfg: ModelConfig
-    causal_mask: Tensor
-
-    def _causal_table(self, n: int) -> Tensor:
-        mask = torch.full((n, n), float("-inf")).triu(1)  # (Tq, Tk)
-        if self.cfg.window is not None:  # sliding window: also hide keys j <= i - window
-            mask = mask + torch.full((n, n), float("-inf")).tril(-self.cfg.window)
-        return mask
-
-    def _attn_bias(self, start: int, t: int) -> Tensor | None:
-        """(H or 1, t, start + t) float bias with the causal mask folded in, or None for plain causal."""
-        bias = self.pos.attn_bias(start, t)  # (H, t, Tk) or None
-        end = start + t
-        banded = self.cfg.window is not None and end > self.cfg.window  # a key left some query's window
-        if bias is None and not banded and (start == 0 or t == 1):
-            return None  # square causal (kernel masks), or one query that may see every key
-        if end > self.causal_mask.shape[0]:
-            self.causal_mask = self._causal_table(max(end, 2 * self.causal_mask.shape[0])).to(self.causal_mask)
-        mask = self.causal_mask[start:end, :end]  # (t, Tk)
-        return mask[None] if bias is None else bias + mask
-
-
-def lm_loss(x: Tensor, lm_head: nn.Linear, targets: Tensor, fused: bool) -> Tensor:
-    """Mean cross-entropy of lm_head(x) against targets != -100: x (B, T, C), targets (B, T). fused: the chunked
-    arch.fused_loss path where use_fused allows it, else lm_head + F.cross_entropy (same value and gradients)."""
-    if fused and use_fused(x, lm_head.weight):
-        return fused_linear_cross_entropy(x.reshape(-1, x.shape[-1]), lm_head.weight, targets.reshape(-1))
-    logits = lm_head(x)
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+import arch.hooks as hooks_mod
+from arch.components.attention import Step
+from arch.components.block import block_class
+from arch.components.init import INITS
+from arch.components.kv_cache import KVCache
+from arch.components.masking import CausalMasking
+from arch.components.norms import build_norm
+from arch.components.positional import build_positional
+from arch.config import ModelConfig
+from arch.fused_loss import lm_loss
+from arch.generate import generate
+from arch.hook_points import HookFn, HookSet, NameOrFilter
 
 
 class Transformer(CausalMasking, nn.Module):
+    """The decoder-only model; build_model(cfg) (arch.build) or Transformer(cfg) make it from a ModelConfig."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         if cfg.init not in INITS:
@@ -229,22 +142,4 @@ class Transformer(CausalMasking, nn.Module):
 
     def generate(self, ids: Tensor, **kwargs: Any) -> Tensor:
         """Delegates to arch.generate.generate(self, ids, **kwargs) (greedy / sampling / beam search)."""
-        from arch.generate import generate
-
         return generate(self, ids, **kwargs)
-
-
-INITS: dict[str, Callable[[Transformer], None]] = {
-    "gpt2": init_gpt2,
-    "xavier": init_xavier,
-}
-
-
-def build_model(cfg: ModelConfig | EncDecConfig) -> Transformer | EncoderDecoder:
-    """build_model(ModelConfig(vocab_size=256, n_ctx=64, d_model=64, n_layers=2, n_heads=4)) -> Transformer;
-    an EncDecConfig gives an arch.encdec.EncoderDecoder."""
-    if isinstance(cfg, EncDecConfig):
-        from arch.encdec import EncoderDecoder  # encdec imports this module
-
-        return EncoderDecoder(cfg)
-    return Transformer(cfg)

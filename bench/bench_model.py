@@ -38,7 +38,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arch import ModelConfig, PosConfig, build_model, count_params, flops_per_token  # noqa: E402
-from arch.attention import ATTENTION  # noqa: E402
+from arch.components.attention import ATTENTION  # noqa: E402
 from bench.timing import timed_train_step  # noqa: E402
 
 

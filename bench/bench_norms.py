@@ -2,7 +2,8 @@
 
 Not a test: prints a markdown table with ratios. Written for the `rmsnorm_vs_layernorm` finding
 (docs/findings/rmsnorm_vs_layernorm.md), whose full run measured RMSNorm *slower* per step on this CPU. The
-reference is LayerNorm measured in the same run, through the same code path (`arch.norms.build_norm`):
+reference is LayerNorm measured in the same run, through the same code path
+(`arch.components.norms.build_norm`):
 
 * norm alone: forward + backward of one norm module on a (batch, n_ctx, d_model) activation;
 * model step: forward + loss + backward + AdamW step of the finding's model (d_model 128, 4 layers, 4 heads,
@@ -29,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arch import ModelConfig, build_model  # noqa: E402
-from arch.norms import build_norm  # noqa: E402
+from arch.components.norms import build_norm  # noqa: E402
 from bench.timing import train_step  # noqa: E402
 
 NORMS = ("layernorm", "rmsnorm")

@@ -24,10 +24,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from arch.build import build_model
 from arch.config import ModelConfig, PosConfig
 from arch.convert.common import (check_all_used, load_exact, no_archlab_equivalent, no_hf_equivalent,
                                  param_dtype)
-from arch.model import Transformer, build_model
+from arch.model import Transformer
 
 POS_KIND = "rope"  # the pos.kind that selects this family in arch.convert.to_hf
 _SILU = ("silu", "swish")  # HF's names of one function

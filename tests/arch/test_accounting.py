@@ -22,9 +22,9 @@ from arch.accounting import (
     shape_for,
     shape_report,
 )
+from arch.build import build_model
 from arch.config import ACTIVATIONS, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS, ModelConfig, PosConfig
 from arch.info import PRESETS, format_table, info_row, main
-from arch.model import build_model
 
 
 def tiny(**kw) -> ModelConfig:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from arch import ModelConfig, PosConfig, build_model
-from arch.attention import explicit_attention, sdpa_attention
+from arch.components.attention import explicit_attention, sdpa_attention
 from arch.config import ATTENTION_IMPLS, POS_KINDS
 from arch.manual_attention import ManualAttentionFunction, manual_attention
 

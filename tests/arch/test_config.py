@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from arch.attention import ATTENTION
-from arch.block import BLOCK_KINDS, BLOCKS
+from arch.components.attention import ATTENTION
+from arch.components.block import BLOCK_KINDS, BLOCKS
+from arch.components.init import INITS
+from arch.components.mlp import MLPS
+from arch.components.norms import NORMS
+from arch.components.positional import POSITIONAL, ROPE_SCALING
 from arch.config import (ACTIVATIONS, ATTENTION_IMPLS, BLOCK_KINDS as BLOCK_KIND_NAMES, INIT_SCHEMES,
                          NORM_PLACEMENTS, NORM_TYPES, POS_KINDS, QK_NORMS, ROPE_SCALINGS, ModelConfig, PosConfig)
-from arch.mlp import MLPS
-from arch.model import INITS
-from arch.norms import NORMS
-from arch.positional import POSITIONAL, ROPE_SCALING
 
 BASE = dict(vocab_size=100, n_ctx=16, d_model=32, n_layers=2, n_heads=4)
 

@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from arch import ModelConfig, PosConfig, build_model
-from arch.attention import Step
+from arch.components.attention import Step
+from arch.components.positional import ROPE_SCALING, rope_inv_freq, rope_tables
 from arch.config import ATTENTION_IMPLS, POS_KINDS
-from arch.positional import ROPE_SCALING, rope_inv_freq, rope_tables
 
 V = 23
 
@@ -223,7 +223,7 @@ def test_qk_norm_is_per_head_and_before_rope(kind, attention):
                                          n_kv_heads=2, qk_norm=kind)))
     attn = model.blocks[0].attn
     assert attn.q_norm.weight.shape == attn.k_norm.weight.shape == (4,)  # one (D,) weight shared by the heads
-    assert getattr(attn.k_norm, "bias", None) is None  # no shift (see arch/norms.py)
+    assert getattr(attn.k_norm, "bias", None) is None  # no shift (see arch/components/norms.py)
     x = torch.randn(2, 9, 16, dtype=torch.float64)
     got = attn(x, Step(start=0, bias=None, rotate=model.pos.rotate))
     torch.testing.assert_close(got, reference_attention(attn, x, kind, 100.0))

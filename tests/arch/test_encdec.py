@@ -21,11 +21,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from arch import EncDecConfig, EncoderDecoder, ModelConfig, PosConfig, build_model, count_params, flops_per_token
 from arch.accounting import matmul_params, param_breakdown
+from arch.components.kv_cache import EncDecKVCache
+from arch.components.positional import BIDIRECTIONAL_POSITIONAL, POSITIONAL, relative_bucket
 from arch.config import ACTIVATIONS, ATTENTION_IMPLS, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS, TIE_EMBEDDINGS
 from arch.encdec import TIES
 from arch.generate import generate
-from arch.kv_cache import EncDecKVCache
-from arch.positional import BIDIRECTIONAL_POSITIONAL, POSITIONAL, relative_bucket
 from arch.presets import ENCDEC_PRESETS, PRESETS, TRANSFORMER_VOCAB, encdec_preset_config
 
 V = 13  # vocabulary (small: brute-force search enumerates V^n continuations)

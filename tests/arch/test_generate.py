@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
+from arch.build import build_model
 from arch.config import POS_KINDS, ModelConfig, PosConfig
 from arch.generate import _beam_search, generate, top_k_filter, top_p_filter
-from arch.model import build_model
 
 NEG_INF = float("-inf")
 

@@ -1,4 +1,4 @@
-"""arch.hooks: hook points checked against hand-written forward passes (patching and reading), bit-identical logits
+"""arch.hooks and arch.hook_points: hook points checked against hand-written forward passes (patching and reading), bit-identical logits
 with reading hooks for every kernel, the context manager, the KV-cache path, the logit lens, the untouched default
 path."""
 
@@ -12,9 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from arch import ModelConfig, PosConfig, build_model
-from arch.attention import ATTENTION, explicit_attention
+from arch.components.attention import ATTENTION, explicit_attention
 from arch.config import ATTENTION_IMPLS
-from arch.hooks import BLOCK_POINTS, HOOK_POINTS, PointHooks, hook_names
+from arch.hook_points import BLOCK_POINTS, HOOK_POINTS, PointHooks
+from arch.hooks import hook_names
 
 V, C, H, D, T = 29, 16, 4, 4, 7
 

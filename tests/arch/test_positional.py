@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from arch import ModelConfig, PosConfig, build_model
-from arch.positional import DEFAULT_SINUSOIDAL_SCALE, alibi_slopes, apply_rope, relative_bucket, rope_tables
+from arch.components.positional import (DEFAULT_SINUSOIDAL_SCALE, alibi_slopes, apply_rope, relative_bucket,
+                                        rope_tables)
 
 
 def cfg_for(kind: str, **kw) -> ModelConfig:

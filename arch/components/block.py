@@ -8,8 +8,8 @@ x + ln_1_out(F(ln_1(x))). Each class says with `final_norm` whether the model ne
 the last block. Dropout lives inside the sublayers (on their outputs). CROSS_BLOCKS (by norm placement) are the
 decoder blocks of an encoder-decoder (arch.encdec): self-attention, then cross-attention over the encoder
 output, then the MLP, each sublayer normed as its placement says; the encoder's blocks are BLOCKS.
-Hook points (arch.hooks): a sequential block fires `step.hooks` hook_resid_mid on the stream between its two
-sublayers (after ln_1 for post-LN) and passes them to the MLP; parallel blocks have no such point.
+Hook points (arch.hook_points): a sequential block fires `step.hooks` hook_resid_mid on the stream between its
+two sublayers (after ln_1 for post-LN) and passes them to the MLP; parallel blocks have no such point.
 Not handled: DeepNorm residual scaling, parallel blocks with cross-attention, PaLM's fused attn+mlp input
 projection (the math is the same, the kernels are not).
 """
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from arch.attention import CausalSelfAttention, CrossAttention, Step
+from arch.components.attention import CausalSelfAttention, CrossAttention, Step
+from arch.components.mlp import build_mlp
+from arch.components.norms import build_norm
 from arch.config import ModelConfig
-from arch.mlp import build_mlp
-from arch.norms import build_norm
 
 
 class Block(nn.Module):

@@ -5,9 +5,10 @@ appends each layer's k/v (after rope, so cached keys are already at their absolu
 `length`. `reorder(index)` selects / reorders batch rows (beam search); `crop(n)` forgets positions >= n.
 Storage is a torch.cat per step (simple and autograd-safe; O(T) copying per token). With grouped-query attention
 it holds only the n_kv_heads key/value heads, (B, Hkv, T, D). With a sliding window it still keeps every
-position (the mask hides the old ones; no rolling buffer). Meant for inference under torch.no_grad(); it does
-not check that you feed the same model it was created for.
+position (the mask hides the old ones). Meant for inference under torch.no_grad().
 EncDecKVCache (the decoder of arch.encdec) adds the cross-attention keys/values, computed once per source.
+Not handled: a rolling buffer for sliding windows, preallocated storage, checking that you feed the same model
+the cache was created for.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ gelu / relu: c_fc (C -> d_mlp), activation, c_proj (d_mlp -> C). GELU is the tan
 GPT-2's (HF "gelu_new"). swiglu: one fused c_fc (C -> 2 d_mlp) split into gate and up, silu(gate) * up, then
 c_proj (d_mlp -> C); with the default d_mlp = 4 C it therefore has 1.5x the MLP parameters of gelu (no 2/3
 rescaling is applied: set d_mlp yourself to match budgets). Dropout is on the output (the residual branch).
-`hooks` (a block's arch.hooks.PointHooks, passed by the decoder-only blocks while hooks are set) fires mlp.hook_pre,
-mlp.hook_post and hook_mlp_out.
+`hooks` (a block's arch.hook_points.PointHooks, passed by the decoder-only blocks while hooks are set) fires
+mlp.hook_pre, mlp.hook_post and hook_mlp_out. Not handled: other gated variants (GeGLU, ReGLU), mixture of experts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from arch.config import ModelConfig
-from arch.hooks import PointHooks
+from arch.hook_points import PointHooks
 
 
 class MLP(nn.Module):
@@ -33,7 +33,7 @@ class MLP(nn.Module):
     def forward(self, x: Tensor, hooks: PointHooks | None = None) -> Tensor:  # (B, T, C) -> (B, T, C)
         if hooks is None:
             return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # hidden (B, T, d_mlp)
-        h = self.act(hooks.fire("mlp.hook_pre", self.c_fc(x)))  # arch.hooks: same ops, hooks between them
+        h = self.act(hooks.fire("mlp.hook_pre", self.c_fc(x)))  # arch.hook_points: same ops, hooks between them
         return hooks.fire("hook_mlp_out", self.dropout(self.c_proj(hooks.fire("mlp.hook_post", h))))
 
 

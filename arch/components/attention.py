@@ -33,11 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from arch.components.kv_cache import KVCache
+from arch.components.norms import build_norm
 from arch.config import ModelConfig
-from arch.hooks import PointHooks
-from arch.kv_cache import KVCache
+from arch.hook_points import PointHooks
 from arch.manual_attention import manual_attention, mix_values, qk_scores
-from arch.norms import build_norm
 
 # F.scaled_dot_product_attention takes enable_gqa from torch 2.5; before that k / v are repeated per query head
 _SDPA_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
@@ -51,7 +51,7 @@ class Step:
     bias: Tensor | None  # (H or 1, T, Tk) additive bias, causal mask folded in; None -> plain causal
     rotate: Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]]  # positional.rotate (identity unless rope)
     kv_cache: KVCache | None = None
-    hooks: PointHooks | None = None  # this block's hooks (arch.hooks); None: none set, the plain path runs
+    hooks: PointHooks | None = None  # this block's hooks (arch.hook_points); None: none set, the plain path runs
     causal: bool = True  # False in an encoder: self-attention sees every key, and bias None means no mask
     memory: Tensor | None = None  # encoder-decoder: the encoder output (B, S, C) that cross-attention reads
     memory_bias: Tensor | None = None  # (B, 1, 1, S): -inf at padded source keys, 0 elsewhere; None: no padding
