@@ -128,13 +128,13 @@ def test_model_presets_state_their_real_non_embedding_count():
 
 # group -> (the ModelConfig field it sets, the arch registry module and dict whose keys are the valid values)
 MODEL_GROUPS = {
-    "model/pos": ("pos.kind", "arch.positional", "POSITIONAL"),
-    "model/norm": ("norm", "arch.block", "BLOCKS"),
-    "model/norm_type": ("norm_type", "arch.norms", "NORMS"),
-    "model/activation": ("activation", "arch.mlp", "MLPS"),
-    "model/attention": ("attention", "arch.attention", "ATTENTION"),
-    "model/block": ("block", "arch.block", "BLOCK_KINDS"),
-    "model/init": ("init", "arch.model", "INITS"),
+    "model/pos": ("pos.kind", "arch.components.positional", "POSITIONAL"),
+    "model/norm": ("norm", "arch.components.block", "BLOCKS"),
+    "model/norm_type": ("norm_type", "arch.components.norms", "NORMS"),
+    "model/activation": ("activation", "arch.components.mlp", "MLPS"),
+    "model/attention": ("attention", "arch.components.attention", "ATTENTION"),
+    "model/block": ("block", "arch.components.block", "BLOCK_KINDS"),
+    "model/init": ("init", "arch.components.init", "INITS"),
 }
 
 
@@ -150,7 +150,7 @@ def test_model_group_options_are_the_arch_registry(group):
 
 
 def test_qk_norm_group_is_none_or_a_norm_type():
-    from arch.norms import NORMS
+    from arch.components.norms import NORMS
 
     assert sorted(p.stem for p in (CONF / "model/qk_norm").glob("*.yaml")) == sorted([*NORMS, "none"])
     for option in ("none", *NORMS):  # none.yaml is qk_norm: null (ModelConfig's "off")
