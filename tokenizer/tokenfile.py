@@ -10,9 +10,11 @@ and the runner's own token cache).
 computed from the file alone. Both files are written to temp names and renamed into place, the .bin first, so
 a failed write leaves no partial output and a reader never sees a sidecar without its ids.
 
-`read_tokens(path, expect_fingerprint=...)` checks everything the sidecar promises (dtype, count = file size,
-byte order, vocab_size covering the ids' dtype, and the tokenizer fingerprint when one is expected) and raises
-`TokenFileError` with one line naming the user's path and what to do. Sidecars written before the `format` key
+`read_tokens(path, expect_fingerprint=..., vocab_size=...)` checks everything the sidecar promises (dtype, count =
+file size, byte order, vocab_size covering the ids' dtype, and the tokenizer fingerprint when one is expected) and,
+given the reading tokenizer's vocab_size, that its ids fit the file's dtype and every id in the file is one of its
+ids; it raises `TokenFileError` with one line naming the user's path and what to do. `write_tokens` refuses an id
+outside 0..vocab_size-1 the same way (nothing is written). Sidecars written before the `format` key
 existed (same keys otherwise) are read too.
 Not handled: big-endian ids on disk, ids >= 2**32, memory-mapping on platforms without mmap.
 """
@@ -83,7 +85,7 @@ def write_tokens(
     with atomic_output(sidecar_path(out)) as side_tmp, atomic_output(out) as tmp:
         with open(tmp, "wb") as f:
             for ids in id_chunks:
-                arr = array(typecode, ids)
+                arr = _id_array(out, typecode, ids, vocab_size)
                 if sys.byteorder == "big":
                     arr.byteswap()
                 arr.tofile(f)
@@ -103,6 +105,20 @@ def write_tokens(
         }
         side_tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
+
+
+def _id_array(out: Path, typecode: str, ids: Sequence[int], vocab_size: int) -> array:
+    """`ids` as an array of `typecode`; TokenFileError (one line, naming `out`) for an id outside 0..vocab_size-1:
+    a tokenizer whose ids do not fit the vocab_size it declares (or the dtype that vocab_size picked)."""
+    try:
+        arr = array(typecode, ids)
+    except OverflowError:
+        arr = None
+    if arr is None or (len(arr) and max(arr) >= vocab_size):
+        bad = next(i for i in ids if not 0 <= i < vocab_size)
+        raise TokenFileError(f"{out}: id {bad} does not fit this token file (ids 0..{vocab_size - 1}, vocab_size "
+                             f"{vocab_size}, {token_dtype(vocab_size)}); nothing was written")
+    return arr
 
 
 def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
@@ -150,14 +166,36 @@ def check_fingerprint(path: str | os.PathLike, meta: dict[str, Any], fingerprint
         )
 
 
-def read_tokens(path: str | os.PathLike, *, expect_fingerprint: str | None = None, tokenizer_name: str = "the tokenizer"):
-    """(read-only np.memmap of the ids, sidecar dict), validated; see the module docstring. Needs numpy."""
+def check_ids(path: str | os.PathLike, ids, meta: dict[str, Any], vocab_size: int, tokenizer_name: str = "the tokenizer",
+              chunk: int = 1 << 24) -> None:
+    """TokenFileError (one line) unless every id of `ids` (the file's memmap) is in 0..vocab_size-1 and the file's
+    dtype can hold every id of a tokenizer with `vocab_size` ids. Reads `ids` (an np.ndarray / memmap) in chunks of
+    `chunk` ids, so memory stays bounded (0.13 s per 1e9 ids in memory; a cold file costs its disk read).
+    """
+    capacity = 1 << (8 * _ITEMSIZE[meta["dtype"]])
+    if vocab_size > capacity:
+        raise TokenFileError(f"{path}: {tokenizer_name} has {vocab_size} ids, which do not fit the file's {meta['dtype']} "
+                             f"ids (0..{capacity - 1}); re-encode it with this tokenizer ('bpe encode' picks the dtype)")
+    for start in range(0, len(ids), chunk):
+        part = ids[start : start + chunk]
+        if int(part.max()) >= vocab_size:
+            pos = start + int((part >= vocab_size).argmax())
+            raise TokenFileError(f"{path}: id {int(ids[pos])} at position {pos} is outside the vocabulary of "
+                                 f"{tokenizer_name} (0..{vocab_size - 1}); the file is damaged or was not written by "
+                                 f"it: re-encode it")
+
+
+def read_tokens(path: str | os.PathLike, *, expect_fingerprint: str | None = None, tokenizer_name: str = "the tokenizer",
+                vocab_size: int | None = None):
+    """(read-only np.memmap of the ids, sidecar dict), validated; see the module docstring. With `vocab_size`,
+    every id is also checked against it (`check_ids`: one pass over the file). Needs numpy."""
     import numpy as np
 
     meta = read_sidecar(path)
     if expect_fingerprint is not None:
         check_fingerprint(path, meta, expect_fingerprint, tokenizer_name)
     dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-    if meta["count"] == 0:
-        return np.zeros(0, dtype=dtype), meta
-    return np.memmap(path, dtype=dtype, mode="r"), meta
+    ids = np.zeros(0, dtype=dtype) if meta["count"] == 0 else np.memmap(path, dtype=dtype, mode="r")
+    if vocab_size is not None:
+        check_ids(path, ids, meta, vocab_size, tokenizer_name)
+    return ids, meta

@@ -165,7 +165,8 @@ def _encode_split(tok, docs: list[str], out: Path, eot_id: int | None, source: s
 def _read_token_file(path: Path, tok, what: str) -> tuple[np.ndarray, dict[str, Any]]:
     """(memmap, sidecar) of a token file encoded by `tok`; TokenFileError -> one-line ConfigError naming `what`."""
     try:
-        return read_tokens(path, expect_fingerprint=tok.fingerprint(), tokenizer_name="the run's tokenizer")
+        return read_tokens(path, expect_fingerprint=tok.fingerprint(), tokenizer_name="the run's tokenizer",
+                           vocab_size=tok.vocab_size)
     except TokenFileError as e:
         raise ConfigError(f"{what}: {e}") from None
 

@@ -13,14 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from experiments.data.corpus import check_source
 from experiments.config.errors import ConfigError
-from experiments.data.cache import prepare_data
+from experiments.data.cache import prepare_data, token_file_data
 from tests.experiments.conftest import PYTHON, REPO, TINY
 from tokenizer.cli import main as bpe
 from tokenizer.corpus import embedded_documents
-from tokenizer.tokenfile import read_sidecar
+from tokenizer.tokenfile import TokenFileError, read_sidecar, write_tokens
 
 EOT = "<|endoftext|>"
 
@@ -129,3 +131,67 @@ def test_cli_refuses_a_mismatched_tokenizer_with_one_line(files, cli_env, tmp_pa
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("config error: data.train_path: ") and "train.bin" in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ ids that do not fit
+
+
+def _copy_pair(src: Path, dst: Path) -> Path:
+    dst.write_bytes(src.read_bytes())
+    Path(str(dst) + ".json").write_bytes(Path(str(src) + ".json").read_bytes())
+    return dst
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(split=st.sampled_from(["train", "val"]), where=st.floats(0, 1), excess=st.integers(0, 65535 - 300))
+def test_an_id_outside_the_vocabulary_is_refused_in_one_line_naming_file_and_id(files, tmp_path, split, where, excess):
+    d = tmp_path / f"poke_{split}_{excess}"
+    d.mkdir(exist_ok=True)
+    paths = {s: _copy_pair(files[s], d / f"{s}.bin") for s in ("train", "val")}
+    ids = np.fromfile(paths[split], dtype="<u2")
+    pos, bad = min(len(ids) - 1, int(where * len(ids))), 300 + excess  # the tokenizer's ids are 0..299
+    ids[pos] = bad
+    ids.tofile(paths[split])  # same size: the sidecar's count and fingerprint still hold
+    with pytest.raises(ConfigError) as e:
+        prepare_data(_cfg(paths["train"], paths["val"]), _load(files["tok"]), tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and f"{split}.bin" in msg and f"id {bad} at position {pos}" in msg and "0..299" in msg
+
+
+def test_a_tokenizer_whose_ids_do_not_fit_the_files_dtype_is_refused(files, tmp_path):
+    from tokenizer import Tokenizer
+
+    real = Tokenizer.load(files["tok"])
+
+    class Wide:  # the file's own tokenizer, as far as the fingerprint goes, but with ids past uint16
+        vocab_size = 70_000
+        fingerprint = staticmethod(real.fingerprint)
+
+    with pytest.raises(ConfigError) as e:
+        token_file_data(_cfg(files["train"], files["val"]), Wide())
+    msg = str(e.value)
+    assert "\n" not in msg and "train.bin" in msg and "70000" in msg and "uint16" in msg
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ids=st.lists(st.integers(0, 299), min_size=1, max_size=50), bad=st.one_of(st.integers(300, 2**16 + 5),
+                                                                                 st.integers(-5, -1)))
+def test_writing_an_id_the_file_cannot_hold_is_one_line_and_writes_nothing(tmp_path, ids, bad):
+    out = tmp_path / f"w{abs(bad)}.bin"
+    with pytest.raises(TokenFileError) as e:
+        write_tokens(out, [ids, [*ids, bad]], vocab_size=300, fingerprint="f" * 64)
+    assert "\n" not in str(e.value) and str(out) in str(e.value) and f"id {bad}" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(f"w{abs(bad)}") or p.name.startswith(f".w{abs(bad)}")) == []
+
+
+def test_cli_refuses_an_id_outside_the_vocabulary_before_training(files, cli_env, tmp_path):
+    bad = _copy_pair(files["train"], tmp_path / "train.bin")
+    ids = np.fromfile(bad, dtype="<u2")
+    ids[-1] = 4000
+    ids.tofile(bad)
+    proc = _train_cli(cli_env, tmp_path, "data=tokens", f"data.train_path={bad}", f"data.val_path={files['val']}",
+                      "tokenizer=load", f"tokenizer.path={files['tok']}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("config error: data.train_path: ") and "id 4000" in lines[0]
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
