@@ -3,12 +3,15 @@ is a zip of the installed files), and run `python -m experiments.train --cfg job
 directory outside the repo with only the unpacked wheel on PYTHONPATH.
 
 Before conf/ was packaged (`experiments/conf` via pyproject's package-dir), the installed code looked for
-`<site-packages>/conf` and Hydra failed with "Primary config directory not found".
+`<site-packages>/conf` and Hydra failed with "Primary config directory not found". Before every conf/ folder was
+listed in pyproject's packages, each build (`pip install -e .`, so `make demo` too) printed ~40 lines of
+"Package 'experiments.conf.<group>' is absent from the `packages` configuration" per folder, ~850 in all.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,9 +30,10 @@ def installed(tmp_path_factory):
         shutil.copy(REPO / name, src / name)
     for name in ("tokenizer", "arch", "experiments", "conf"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", ".",
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", ".",
                            "-w", str(tmp / "wheel")], cwd=src, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    build_output = proc.stdout + proc.stderr  # -v: the build backend's own output, its warnings included
     (wheel,) = (tmp / "wheel").glob("archlab-*.whl")
     site = tmp / "site"
     zipfile.ZipFile(wheel).extractall(site)
@@ -38,11 +42,28 @@ def installed(tmp_path_factory):
     away = tmp / "elsewhere"
     away.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site), "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
-    return site, away, env
+    return site, away, env, build_output
+
+
+def test_the_build_is_quiet_about_conf(installed):
+    *_, build_output = installed
+    assert "running build_py" in build_output  # the backend's own output is there to judge
+    absent = re.findall(r"Package '([\w.]+)' is absent from the `packages` configuration", build_output)
+    assert absent == []
+
+
+def test_every_conf_folder_is_a_listed_package():
+    """The folders of conf/ are exactly pyproject's experiments.conf.* packages (a new group needs its line)."""
+    import tomllib
+
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    folders = {"experiments.conf" + "".join(f".{part}" for part in p.relative_to(REPO / "conf").parts)
+               for p in [REPO / "conf", *(REPO / "conf").rglob("*")] if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(p for p in packages if p == "experiments.conf" or p.startswith("experiments.conf.")) == sorted(folders)
 
 
 def test_installed_package_composes_from_its_own_conf(installed):
-    site, away, env = installed
+    site, away, env, _ = installed
     code = ("import experiments, experiments.config.compose as c; print(experiments.__file__); print(c.CONF_DIR); "
             "print(c.compose_config(['model/pos=rope', 'model=small']).model.d_model)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=away, env=env, capture_output=True, text=True, timeout=120)
@@ -53,7 +74,7 @@ def test_installed_package_composes_from_its_own_conf(installed):
 
 
 def test_installed_cli_prints_the_config(installed):
-    site, away, env = installed
+    site, away, env, _ = installed
     proc = subprocess.run([sys.executable, "-m", "experiments.train", "--cfg", "job", "model/pos=alibi"], cwd=away,
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
