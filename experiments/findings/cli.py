@@ -2,6 +2,8 @@
 
     python -m experiments.findings --list                     # name and claim of every finding
     python -m experiments.findings rope_vs_learned data=text 'data.paths=[../shared/data/bench/tinystories_v1_train_head_lowercase.txt]'
+    python -m experiments.findings rope_vs_learned --data-file tinystories.txt   # a copy of the same data file
+    python -m experiments.findings rope_vs_learned data=tinystories                # the hub's TinyStories instead
     python -m experiments.findings rope_vs_learned --smoke    # seconds; the doc goes into the sweep dir
     python -m experiments.findings --index                    # rewrite docs/findings/README.md's table
     python -m experiments.findings rope_vs_learned --from-sweep multirun/findings/rope_vs_learned/<time>   # doc again
@@ -11,7 +13,8 @@ A run is `python -m experiments.train -m experiment=finding_<name> hydra/launche
 [smoke overrides] [your overrides]` as a subprocess (its output goes to stderr; the sweep callback's default report
 is switched off: this command builds the report itself, grouped by the finding's keys against its baseline), then
 experiments.compare.build_report into <dir>/report/, the finding's own measurement (if any), its rule, and the doc
-with its figures. stdout gets only the doc's path.
+with its figures. stdout gets only the doc's path. A full run without data overrides trains on the pre-registered
+file (experiments/findings/data.py: what it is, where to get it; `--data-file` names a copy, checked by sha256).
 Ctrl-C / SIGTERM (to this command, or to the whole terminal group): passed on to the sweep as its soft stop
 request (experiments.run.interrupt), so the runs in progress save a checkpoint and record `interrupted`, the others
 record that they never started; no doc is written, and one line gives the command that continues the sweep,
@@ -36,7 +39,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from experiments.findings.registry import DATA_DEFAULT, FINDINGS, Finding
+from experiments.findings.data import DataError, full_run_data
+from experiments.findings.registry import FINDINGS, Finding
 
 DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the repo root in practice
 REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
@@ -70,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
                    help="where to write the doc (default <docs-dir>/<name>.md; with --smoke <sweep dir>/<name>.md)")
     p.add_argument("--from-sweep", type=Path, default=None, metavar="DIR",
                    help="no training: rebuild the report and doc of an earlier run of this finding in DIR")
+    p.add_argument("--data-file", default=None, metavar="PATH",
+                   help="a local copy of the pre-registered data file (checked by its sha256), for machines without "
+                        "../shared/data; see docs/findings/README.md#data")
     p.add_argument("--resume", action="store_true",
                    help="continue the stopped sweep in --out-dir (train.resume=true), then judge it and write the doc")
     return p
@@ -264,13 +271,20 @@ def run(f: Finding, args: argparse.Namespace) -> int:
     doc_path = _doc_path(f, args, sweep_dir, smoke)
     if own := [o for o in args.overrides if OWN_OVERRIDE.match(o)]:
         raise UsageError(f"{own[0]}: the launcher and the sweep dir are set by --jobs and --out-dir")
-    user = list(args.overrides)
-    if not smoke and not any(DATA_OVERRIDE.match(o) for o in user):
-        user = [*DATA_DEFAULT, *user]  # the pre-registered data; the doc's command then names it
-    overrides = [*(f.smoke_overrides() if smoke else []), *user]
+    user, data = list(args.overrides), []
+    data_override = any(DATA_OVERRIDE.match(o) for o in user)
+    if data_override and args.data_file is not None:
+        raise UsageError("--data-file and data overrides exclude each other (--data-file is data=text on that file)")
+    try:
+        if args.data_file is not None or (not smoke and not data_override):  # the pre-registered data, or its copy
+            data = full_run_data(args.data_file)
+    except DataError as e:
+        raise UsageError(str(e)) from None
+    overrides = [*(f.smoke_overrides() if smoke else []), *data, *user]
     argv = train_argv(f, sweep_dir, jobs, overrides)
     check_config(f, argv, overrides)
-    cli_args = [*(["--smoke"] if smoke else []), *(["--jobs", str(args.jobs)] if args.jobs is not None else []), *user]
+    cli_args = [*(["--smoke"] if smoke else []), *(["--jobs", str(args.jobs)] if args.jobs is not None else []),
+                *(["--data-file", args.data_file] if args.data_file is not None else data), *user]  # the doc's command
     print(f"findings: {f.name}: sweep -> {sweep_dir}/ ({launcher_overrides(jobs)[1]}"
           f"{', smoke' if smoke else ''})", file=sys.stderr, flush=True)
     meta = {"name": f.name, "smoke": smoke, "args": cli_args, "overrides": overrides, "train_argv": argv,
@@ -314,9 +328,9 @@ def resume(f: Finding, args: argparse.Namespace) -> int:
     if sweep_dir is None:
         raise UsageError("--resume needs --out-dir <the sweep dir of the stopped run>")
     meta = read_meta(f, sweep_dir, "--out-dir")
-    if args.overrides or args.smoke or args.jobs is not None or args.from_sweep:
-        raise UsageError("--resume takes no overrides, --smoke, --jobs or --from-sweep (they are those of the "
-                         "stopped run, in its finding.json)")
+    if args.overrides or args.smoke or args.jobs is not None or args.from_sweep or args.data_file is not None:
+        raise UsageError("--resume takes no overrides, --smoke, --jobs, --data-file or --from-sweep (they are those "
+                         "of the stopped run, in its finding.json)")
     doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
     print(f"findings: {f.name}: resuming the sweep in {sweep_dir}/", file=sys.stderr, flush=True)
     return sweep_and_judge(f, sweep_dir, meta, doc_path, [*meta["train_argv"], "train.resume=true"])
@@ -326,8 +340,9 @@ def rebuild(f: Finding, args: argparse.Namespace) -> int:
     """--from-sweep: the report and doc of an earlier run of this finding, without training."""
     sweep_dir = args.from_sweep
     meta = read_meta(f, sweep_dir, "--from-sweep")
-    if args.overrides or args.smoke or args.out_dir:
-        raise UsageError("--from-sweep takes no overrides, --smoke or --out-dir (they are those of the earlier run)")
+    if args.overrides or args.smoke or args.out_dir or args.data_file is not None:
+        raise UsageError("--from-sweep takes no overrides, --smoke, --data-file or --out-dir (they are those of the "
+                         "earlier run)")
     doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
     return judge(f, sweep_dir, meta, doc_path, meta.get("overrides", []))
 

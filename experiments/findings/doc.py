@@ -19,8 +19,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
+from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_HUB
 from experiments.findings.evidence import RunRecord, Verdict, fmt_ci, fmt_mean_ci, fmt_signed
-from experiments.findings.registry import DATA_DEFAULT, DATA_HUB, Finding
+from experiments.findings.registry import Finding
 
 META_RE = re.compile(r"^<!-- archlab-finding: (\{.*\}) -->$", re.M)
 INDEX_START, INDEX_END = "<!-- findings-index:start -->", "<!-- findings-index:end -->"
@@ -55,10 +56,38 @@ def finding_command(name: str, args: Sequence[str]) -> list[str]:
     return ["python", "-m", "experiments.findings", name, *args]
 
 
+def _without_data(args: Sequence[str]) -> list[str]:
+    """The arguments less the data overrides and --data-file with its value."""
+    kept: list[str] = []
+    for a in args:
+        if kept[-1:] == ["--data-file"]:
+            kept.pop()
+        elif not re.match(r"^[+~]*data(\.|=|/)", a):
+            kept.append(a)
+    return kept
+
+
 def hub_variant(args: Sequence[str]) -> list[str]:
-    """The same arguments with the data overrides replaced by data=tinystories."""
-    kept = [a for a in args if not re.match(r"^[+~]*data(\.|=|/)", a)]
-    return [*kept, *DATA_HUB]
+    """The same arguments with the data replaced by data=tinystories."""
+    return [*_without_data(args), *DATA_HUB]
+
+
+def copy_variant(args: Sequence[str]) -> list[str] | None:
+    """The same arguments on a local copy of the pre-registered file (`--data-file`); None for other data."""
+    if not all(a in args for a in DATA_DEFAULT) and "--data-file" not in args:
+        return None
+    return ["--data-file", Path(DATA_FILE).name, *_without_data(args)]
+
+
+def command_section(name: str, args: Sequence[str]) -> list[str]:
+    """The doc's "Command" section: the command as run, on a copy of its data file, on the hub's TinyStories."""
+    lines = ["## Command", "", "```bash", shell_join(finding_command(name, args)), "```", ""]
+    if (copy := copy_variant(args)) is not None:
+        lines += ["Without `../shared/data`: the same data from a download, checked by its sha256 (what it is and where "
+                  "to get it: [README.md#data](README.md#data)):", "", "```bash",
+                  shell_join(finding_command(name, copy)), "```", ""]
+    return lines + ["On the hub's TinyStories instead (`data=tinystories`, needs network on first use):", "",
+                    "```bash", shell_join(finding_command(name, hub_variant(args))), "```", ""]
 
 
 def results_table(comparison: dict[str, Any], records: list[RunRecord], name: str = "final val/loss") -> list[str]:
@@ -194,10 +223,7 @@ def render_doc(finding: Finding, verdict: Verdict, comparison: dict[str, Any], r
                   "**What was tried.** The pre-registered setup above, run once as written; no setting was tuned after "
                   "seeing the result.", "",
                   f"**Likely reason.** {_sentence(verdict.likely_reason) or 'The rule gave no reason.'}", ""]
-    args = list(meta.get("args", []))
-    lines += ["## Command", "", "```bash", shell_join(finding_command(finding.name, args)), "```", "",
-              "On the hub's TinyStories instead (`data=tinystories`, needs network on first use):", "", "```bash",
-              shell_join(finding_command(finding.name, hub_variant(args))), "```", ""]
+    lines += command_section(finding.name, list(meta.get("args", [])))
     if meta.get("sweep_dir"):
         lines += [f"Runs and the full report of this doc: `{meta['sweep_dir']}/report/report.html` (not committed).", ""]
     return "\n".join(lines)

@@ -23,9 +23,6 @@ from experiments.findings.evidence import Evidence, Verdict
 SMOKE = ["tokenizer.vocab_size=1024", "train.n_ctx=32", "train.batch_size=4", "train.tokens=384",
          "train.eval_interval=3", "train.eval_batches=2", "train.ckpt_interval=3", "seed=0,1"]
 SMOKE_SHAPE = ["model.d_model=32", "model.n_heads=2", "model.n_layers=2"]
-# The full runs' data, as the docs' command passes it (the YAMLs keep the embedded corpus so they run anywhere).
-DATA_DEFAULT = ["data=text", "data.paths=[../shared/data/bench/tinystories_v1_train_head_lowercase.txt]"]
-DATA_HUB = ["data=tinystories"]
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def test_out_dir_must_be_new_or_empty(tmp_path, capsys):
 def test_full_run_defaults_to_the_preregistered_data(tmp_path, monkeypatch, capsys):
     # no training: the sweep is replaced by one that produces nothing, so the command ends with exit 1
     from experiments.findings import cli
-    from experiments.findings.registry import DATA_DEFAULT
+    from experiments.findings.data import DATA_DEFAULT
 
     if not (REPO / "../shared/data/bench/tinystories_v1_train_head_lowercase.txt").is_file():
         pytest.skip("../shared/data/bench is absent")
@@ -174,9 +174,101 @@ def test_full_run_defaults_to_the_preregistered_data(tmp_path, monkeypatch, caps
     monkeypatch.setattr(cli, "run_sweep", lambda argv: (seen.append(argv), (1, 0.5))[1])
     assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "s"), "seed=0,1"]) == 1
     assert seen[0][-3:] == [*DATA_DEFAULT, "seed=0,1"] and "hydra/launcher=joblib_2" in seen[0]
+    assert json.loads((tmp_path / "s" / "finding.json").read_text())["args"] == [*DATA_DEFAULT, "seed=0,1"]
     assert "no runs" in capsys.readouterr().err
     assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "t"), "hydra/launcher=basic"]) == 2
     assert "set by --jobs and --out-dir" in capsys.readouterr().err and len(seen) == 1
+
+
+def _no_sweep(monkeypatch) -> list:
+    """run_sweep replaced by one that records its argv and produces nothing (the command then exits 1)."""
+    from experiments.findings import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "run_sweep", lambda argv: (seen.append(argv), (1, 0.5))[1])
+    return seen
+
+
+def test_full_run_without_its_data_file_says_what_it_is_and_where_to_get_it(tmp_path, monkeypatch, capsys):
+    """A user's machine has no ../shared/data: one line naming the file, what it is, its download and the
+    alternatives (--data-file, data=tinystories), exit 2, no run started."""
+    from experiments.findings import data
+
+    monkeypatch.chdir(tmp_path)
+    seen = _no_sweep(monkeypatch)
+    assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("findings: error: the pre-registered data ../shared/data/bench/")
+    for part in ("TinyStories V1's train split, lowercased", data.URL, "--data-file", "data=tinystories"):
+        assert part in err[0], part
+    assert seen == [] and not (tmp_path / "s").exists()
+
+
+def test_data_file_runs_the_preregistered_sweep_on_a_checked_copy(tmp_path, monkeypatch, capsys):
+    """--data-file: a copy with the registered size and sha256 becomes data=text on that file (the doc's command
+    says --data-file); another file, or --data-file beside a data override, is one line and exit 2."""
+    import hashlib
+
+    from experiments.findings import data
+
+    copy, other = tmp_path / "copy.txt", tmp_path / "other.txt"
+    copy.write_text("once upon a time there was a tiny corpus.\n" * 40)
+    other.write_text("ONCE UPON A TIME THERE WAS A TINY CORPUS.\n" * 40)
+    monkeypatch.setattr(data, "SIZE", copy.stat().st_size)  # the real file is 4 MB; the check is the same
+    monkeypatch.setattr(data, "SHA256", hashlib.sha256(copy.read_bytes()).hexdigest())
+    monkeypatch.chdir(tmp_path)
+    seen = _no_sweep(monkeypatch)
+    assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "s"), "--data-file", str(copy), "seed=0,1"]) == 1
+    assert seen[0][-3:] == ["data=text", f"data.paths=[{copy}]", "seed=0,1"]
+    meta = json.loads((tmp_path / "s" / "finding.json").read_text())
+    assert meta["args"] == ["--data-file", str(copy), "seed=0,1"]
+    capsys.readouterr()
+    for args, message in [(["--data-file", str(other)], "is not the pre-registered data"),
+                          (["--data-file", str(tmp_path / "nope.txt")], "no such file"),
+                          (["--data-file", str(copy), "data=tinystories"], "exclude each other")]:
+        assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "t"), *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert len(seen) == 1
+
+
+def test_the_real_data_file_passes_the_check(shared_data):
+    from experiments.findings.data import file_overrides
+
+    path = shared_data / "bench" / "tinystories_v1_train_head_lowercase.txt"
+    assert file_overrides(path) == ["data=text", f"data.paths=[{path}]"]
+
+
+def test_hub_data_runs_the_same_sweep_and_token_budget(tmp_path, monkeypatch, capsys):
+    """data=tinystories (the datasets loader) replaces the data and nothing else: same experiment, same train.tokens."""
+    from experiments.findings.data import DATA_DEFAULT
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the hub "answers" (no network in tests)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr("tokenizer.datasets_source.hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.chdir(tmp_path)  # no ../shared here: the hub needs no file
+    seen = _no_sweep(monkeypatch)
+    assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "s"), "data=tinystories"]) == 1
+    assert seen[0][-1] == "data=tinystories" and "experiment=finding_rope_vs_learned" in seen[0]
+    assert not set(DATA_DEFAULT) & set(seen[0])
+    for name in FINDINGS:
+        hub, registered = (compose_config([f"experiment=finding_{name}", *d]).train for d in (["data=tinystories"],
+                                                                                            DATA_DEFAULT))
+        assert hub.tokens == registered.tokens and hub.tokens and hub.steps == registered.steps
+
+
+def test_each_doc_gives_the_data_file_and_hub_commands():
+    """The committed docs' "Command" sections are what doc.py renders for their command: the registered data,
+    the --data-file download, the hub."""
+    for name in FINDINGS:
+        text = (DOCS / f"{name}.md").read_text()
+        section = _section(text, "Command")
+        args = shlex.split(re.search(r"```bash\n(.*?)\n```", section).group(1))[4:]
+        rendered = "\n".join(doc_lib.command_section(name, args)[1:])
+        assert section.startswith(rendered), name
+        assert f"python -m experiments.findings {name} --data-file tinystories_v1_train_head_lowercase.txt" in section
+    assert doc_lib.hub_variant(["--jobs", "2", "--data-file", "x.txt", "seed=0"]) == ["--jobs", "2", "seed=0",
+                                                                                    "data=tinystories"]
 
 
 def test_no_run_to_judge_is_exit_1(tmp_path, capsys):
