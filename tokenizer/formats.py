@@ -1,7 +1,8 @@
 """Other tools' file formats: GPT-2's vocab.json + merges.txt (import), HF `tokenizer.json` and tiktoken
 `.tiktoken` ranks (export), and GPT-2's byte-to-unicode table they share.
 
-* `load_gpt2_files(vocab_json, merges_txt)` -> Tokenizer whose ids equal tiktoken's "gpt2" encoding.
+* `read_gpt2_files(vocab_json, merges_txt)` -> (merges, vocab, special_tokens) for `Tokenizer(...)`; behind
+  `Tokenizer.from_gpt2_files`, whose ids equal tiktoken's "gpt2" encoding.
 * `export_hf(tok, path)`: a `tokenizer.json` for `tokenizers.Tokenizer.from_file` (Split(pattern) + ByteLevel
   pre-tokenizer, BPE model, ByteLevel decoder, specials as added tokens with special=True).
 * `export_tiktoken(tok, path)`: `base64(token) rank` per line, read by `tiktoken.load.load_tiktoken_bpe`.
@@ -9,6 +10,9 @@
   is also the id. That equals our merges only if ids are unique byte strings that increase in merge order and
   every token re-encodes to itself under both rules; `tiktoken_incompatibility` checks this and export raises
   a ValueError otherwise. Special tokens are not in the file: pass them to `tiktoken.Encoding(special_tokens=...)`.
+
+The exporters take a tokenizer and use only its public members (`Exportable`); the importer returns plain
+data. So this module never imports tokenizer/tokenizer.py, which imports it.
 
 Not handled: importing HF or tiktoken files, HF normalizers/post-processors/byte-fallback, sentencepiece.
 """
@@ -21,10 +25,21 @@ import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from tokenizer.tokenizer import Tokenizer
+
+class Exportable(Protocol):
+    """What the exporters read of a `tokenizer.Tokenizer`."""
+
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]: ...
+    @property
+    def vocab(self) -> dict[int, bytes]: ...
+    @property
+    def special_tokens(self) -> dict[str, int]: ...
+    @property
+    def pattern(self) -> str: ...
+    def encode_bytes_piece(self, data: bytes) -> list[int]: ...
 
 
 @lru_cache(maxsize=1)
@@ -68,16 +83,12 @@ def unicode_to_token(text: str) -> bytes:
 
 
 # ---------------------------------------------------------------------- GPT-2 files
-def load_gpt2_files(
-    vocab_json: str | os.PathLike,
-    merges_txt: str | os.PathLike,
-    special_tokens: Sequence[str] = ("<|endoftext|>",),
-    pattern: str = "gpt2",
-) -> Tokenizer:
+def read_gpt2_files(
+    vocab_json: str | os.PathLike, merges_txt: str | os.PathLike, special_tokens: Sequence[str] = ("<|endoftext|>",)
+) -> tuple[list[tuple[bytes, bytes]], dict[int, bytes], dict[str, int]]:
     """GPT-2's `encoder.json`/`vocab.json` (token -> id) and `vocab.bpe`/`merges.txt` ("a b" per line, an
-    optional "#version" header). Special tokens found in vocab.json keep their id there; others get new ids."""
-    from tokenizer.tokenizer import Tokenizer
-
+    optional "#version" header) -> (merges, vocab without specials, special token -> id). Special tokens found in
+    vocab.json keep their id there; others get new ids after the largest."""
     if isinstance(special_tokens, str):  # `text in "<|endoftext|>"` would match substrings such as "<"
         raise ValueError(f"special_tokens must be a list of strings, not the string {special_tokens!r}")
     try:
@@ -106,11 +117,11 @@ def load_gpt2_files(
         if len(parts) != 2:
             raise ValueError(f"{merges_txt}:{n}: expected two tokens separated by a space, got {line!r}")
         merges.append((unicode_to_token(parts[0]), unicode_to_token(parts[1])))
-    return Tokenizer(merges, vocab=vocab, special_tokens=specials, pattern=pattern)
+    return merges, vocab, specials
 
 
 # ---------------------------------------------------------------------- Hugging Face tokenizers
-def hf_tokenizer_dict(tok: Tokenizer) -> dict:
+def hf_tokenizer_dict(tok: Exportable) -> dict:
     """The `tokenizer.json` content (tokenizers >= 0.20 schema, merges as [left, right] pairs)."""
     base = {i: b for i, b in tok.vocab.items() if i not in set(tok.special_tokens.values())}
     strings = {i: token_to_unicode(b) for i, b in base.items()}
@@ -149,7 +160,7 @@ def hf_tokenizer_dict(tok: Tokenizer) -> dict:
     }
 
 
-def export_hf(tok: Tokenizer, path: str | os.PathLike) -> Path:
+def export_hf(tok: Exportable, path: str | os.PathLike) -> Path:
     """Write `tokenizer.json` (a directory path gets `tokenizer.json` inside it). Returns the file written."""
     p = Path(path)
     if p.is_dir():
@@ -159,7 +170,7 @@ def export_hf(tok: Tokenizer, path: str | os.PathLike) -> Path:
 
 
 # ---------------------------------------------------------------------- tiktoken
-def tiktoken_incompatibility(tok: Tokenizer) -> str | None:
+def tiktoken_incompatibility(tok: Exportable) -> str | None:
     """Why tiktoken's rank-based merging would give other ids than our merges, or None if it would not.
 
     Checks: unique byte strings; merged ids increase in merge order; every merged token re-encodes to its own id
@@ -200,7 +211,7 @@ def rank_bpe(piece: bytes, ranks: dict[bytes, int]) -> list[int]:
     return [ranks[p] for p in parts]
 
 
-def export_tiktoken(tok: Tokenizer, path: str | os.PathLike) -> Path:
+def export_tiktoken(tok: Exportable, path: str | os.PathLike) -> Path:
     """Write `base64(token_bytes) rank` lines sorted by rank; ValueError if tiktoken would encode differently."""
     why = tiktoken_incompatibility(tok)
     if why:

@@ -13,50 +13,59 @@ Tokens are written in GPT-2's byte-to-unicode form (`tokenizer.formats.bytes_to_
 printable character and space is "Ġ", so a merge is two space-separated strings and the file is readable.
 `canonical_json` (sorted keys, no whitespace) is what `Tokenizer.fingerprint()` hashes.
 
+This module deals in the plain data of `Tokenizer(merges, vocab, special_tokens, pattern)` and never builds a
+Tokenizer: `to_dict` takes those four, `from_dict` returns them, and `Tokenizer.save` / `Tokenizer.load` /
+`Tokenizer.to_dict` (tokenizer/tokenizer.py) connect them to the class.
+
 Handled: a missing, corrupt or truncated file, a wrong format or version, malformed merges or ids, each with a
-ValueError that names the file. Not handled: reading other tools' files (see `tokenizer.formats`).
+ValueError that names the file (`Tokenizer.load` names it in the constructor's errors too). Not handled: reading
+other tools' files (see `tokenizer.formats`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tokenizer.formats import token_to_unicode, unicode_to_bytes
 from tokenizer.outputs import atomic_output
-
-if TYPE_CHECKING:
-    from tokenizer.tokenizer import Tokenizer
 
 FORMAT_NAME = "archlab-bpe"
 FORMAT_VERSION = 1
 FILE_NAME = "tokenizer.json"  # what a directory path resolves to
 
+# Tokenizer's constructor arguments: merges, vocab (None = the trained layout), special token -> id, split regex
+TokenizerData = tuple[list[tuple[bytes, bytes]], dict[int, bytes] | None, dict[str, int], str]
 
-def tokenizer_to_dict(tok: Tokenizer) -> dict:
-    """The canonical JSON-able dict of a tokenizer."""
-    vocab = None
-    if not tok._default_layout:
-        vocab = {str(i): token_to_unicode(b) for i, b in sorted(tok._base.items())}
+
+def to_dict(
+    merges: Sequence[tuple[bytes, bytes]],
+    vocab: Mapping[int, bytes] | None,
+    special_tokens: Mapping[str, int],
+    pattern: str,
+) -> dict:
+    """The canonical JSON-able dict. `vocab` is the non-special tokens (id -> bytes), None for the trained layout."""
+    vocab_json = None if vocab is None else {str(i): token_to_unicode(b) for i, b in sorted(vocab.items())}
     return {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
-        "pattern": tok.pattern,
-        "special_tokens": dict(sorted(tok.special_tokens.items(), key=lambda kv: kv[1])),
-        "vocab": vocab,
-        "merges": [f"{token_to_unicode(a)} {token_to_unicode(b)}" for a, b in tok._merges],
+        "pattern": pattern,
+        "special_tokens": dict(sorted(special_tokens.items(), key=lambda kv: kv[1])),
+        "vocab": vocab_json,
+        "merges": [f"{token_to_unicode(a)} {token_to_unicode(b)}" for a, b in merges],
     }
 
 
-def canonical_json(tok: Tokenizer) -> str:
-    return json.dumps(tokenizer_to_dict(tok), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def canonical_json(d: dict) -> str:
+    """`d` (a `to_dict` result) as sorted, whitespace-free JSON: one text per tokenizer."""
+    return json.dumps(d, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def tokenizer_from_dict(d: object, source: str = "tokenizer dict") -> Tokenizer:
-    """Validate and build; every problem is a ValueError that starts with `source`."""
-    from tokenizer.tokenizer import Tokenizer
+def from_dict(d: object, source: str = "tokenizer dict") -> TokenizerData:
+    """Validate the file's structure: (merges, vocab, special_tokens, pattern), or a ValueError that starts with
+    `source`. What only the constructor checks (merges that use unknown tokens, clashing ids) is not checked here."""
 
     def bad(msg: str) -> ValueError:
         return ValueError(f"{source}: {msg}")
@@ -100,10 +109,7 @@ def tokenizer_from_dict(d: object, source: str = "tokenizer dict") -> Tokenizer:
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
             raise bad(f"special token {s!r} has invalid id {i!r}")
         specials[s] = i
-    try:
-        return Tokenizer(merges, vocab=vocab, special_tokens=specials, pattern=d["pattern"])
-    except ValueError as e:
-        raise bad(str(e)) from None
+    return merges, vocab, specials, d["pattern"]
 
 
 def resolve_path(path: str | os.PathLike) -> Path:
@@ -112,16 +118,18 @@ def resolve_path(path: str | os.PathLike) -> Path:
     return p / FILE_NAME if p.is_dir() else p
 
 
-def save(tok: Tokenizer, path: str | os.PathLike) -> Path:
-    """Write atomically (temp file + rename), one merge per line. Returns the file written."""
+def save(d: dict, path: str | os.PathLike) -> Path:
+    """Write `d` (a `to_dict` result) atomically (temp file + rename), one merge per line. Returns the file written."""
     p = resolve_path(path)
-    text = json.dumps(tokenizer_to_dict(tok), indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps(d, indent=1, ensure_ascii=False) + "\n"
     with atomic_output(p) as tmp:
         tmp.write_text(text, encoding="utf-8", newline="\n")
     return p
 
 
-def load(path: str | os.PathLike) -> Tokenizer:
+def load(path: str | os.PathLike) -> object:
+    """The JSON value in a tokenizer file (check it with `from_dict`); ValueError naming the file if it is missing,
+    not UTF-8 or not JSON."""
     p = resolve_path(path)
     if not p.exists():
         raise ValueError(f"{p}: no such tokenizer file")
@@ -130,7 +138,6 @@ def load(path: str | os.PathLike) -> Tokenizer:
     except UnicodeDecodeError as e:
         raise ValueError(f"{p}: not a valid tokenizer file (not UTF-8 text: {e.reason} at byte {e.start})") from None
     try:
-        d = json.loads(raw)
+        return json.loads(raw)
     except json.JSONDecodeError as e:
         raise ValueError(f"{p}: not a valid tokenizer file (corrupt or truncated JSON: {e})") from None
-    return tokenizer_from_dict(d, source=str(p))

@@ -17,6 +17,9 @@ size. Custom split patterns: the text between their matches is a pre-token too (
 chunked encoding is always lossless (it only ever emits ids for pre-tokens of the buffered text); for patterns
 with lookbehind, anchors or lookahead past whitespace the ids may differ from encoding the whole text at once.
 Not handled: a single whitespace run of unbounded length is held back whole (it is one pre-token).
+
+The functions take a tokenizer and use only its public members (`StreamEncoder`), so this module never imports
+tokenizer/tokenizer.py, which imports it.
 """
 
 from __future__ import annotations
@@ -25,23 +28,34 @@ import codecs
 import os
 import warnings
 from collections.abc import Iterable, Iterator
-from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO, Protocol
 
 import regex
 
 from tokenizer.pretoken_counts import REPLACEMENT_ERRORS, replaced_count
-from tokenizer.pretokenize import special_splitter
+from tokenizer.pretokenize import special_splitter, splitter
+from tokenizer.specials import check_disallowed, special_sets
 from tokenizer.tokenfile import write_tokens
-
-if TYPE_CHECKING:
-    from tokenizer.tokenizer import Tokenizer
 
 MIN_CHARS = 1 << 16  # buffer at least this many characters before encoding a round
 READ_BYTES = 1 << 20  # encode_file read size
 
 _SPACE = regex.compile(r"\s")
+
+
+class StreamEncoder(Protocol):
+    """What streaming uses of a `tokenizer.Tokenizer`."""
+
+    @property
+    def special_tokens(self) -> dict[str, int]: ...
+    @property
+    def pattern(self) -> str: ...
+    @property
+    def vocab_size(self) -> int: ...
+    def encode_ordinary(self, text: str) -> list[int]: ...
+    def encode_pretokens(self, pretokens: Iterable[str]) -> list[int]: ...
+    def fingerprint(self) -> str: ...
 
 
 def _is_space(ch: str) -> bool:
@@ -50,10 +64,10 @@ def _is_space(ch: str) -> bool:
 
 
 def encode_chunks(
-    tok: Tokenizer, texts: Iterable[str], allowed_special=frozenset(), disallowed_special="all", min_chars: int = MIN_CHARS
+    tok: StreamEncoder, texts: Iterable[str], allowed_special=frozenset(), disallowed_special="all", min_chars: int = MIN_CHARS
 ) -> Iterator[list[int]]:
     """Yield lists of ids whose concatenation equals `tok.encode("".join(texts), ...)`."""
-    allowed, disallowed = tok._special_sets(allowed_special, disallowed_special)
+    allowed, disallowed = special_sets(tok.special_tokens, allowed_special, disallowed_special)
     hold = max((len(s) for s in set(allowed) | set(disallowed)), default=1) - 1  # chars a special may still need
     pending: list[str] = []
     n_pending = 0
@@ -79,28 +93,29 @@ def encode_chunks(
 
 
 def _encode_round(
-    tok: Tokenizer, buf: str, allowed: tuple[str, ...], disallowed: tuple[str, ...], hold: int, final: bool
+    tok: StreamEncoder, buf: str, allowed: tuple[str, ...], disallowed: tuple[str, ...], hold: int, final: bool
 ) -> tuple[list[int], int]:
     """Encode buf up to a safe cut; returns (ids, cut). With final=True the cut is len(buf)."""
     if disallowed:
-        tok._check_disallowed(buf, disallowed)
+        check_disallowed(buf, disallowed)
     safe = len(buf) if final else max(0, len(buf) - hold)  # no special may start at or after `safe` yet
     ids: list[int] = []
     pos = 0  # start of the current ordinary segment
     seg_end = len(buf)
-    splitter = special_splitter(allowed)
-    if splitter is not None:
-        for m in splitter.finditer(buf):
+    special_re = special_splitter(allowed)
+    if special_re is not None:
+        special_ids = tok.special_tokens
+        for m in special_re.finditer(buf):
             if m.start() >= safe:
                 seg_end = m.start()  # a special may still grow or start earlier: hold it back
                 break
             ids += tok.encode_ordinary(buf[pos : m.start()])
-            ids.append(tok._specials[m.group()])
+            ids.append(special_ids[m.group()])
             pos = m.end()
     seg = buf[pos:seg_end]
     if final:
         return ids + tok.encode_ordinary(seg), len(buf)
-    pieces = tok._findall(seg)  # they join back to seg, whatever the pattern (pretokenize.splitter)
+    pieces = splitter(tok.pattern)(seg)  # they join back to seg, whatever the pattern
     limit = safe - pos  # a cut must lie before the special hold-back
     cut_k, cut = 0, 0
     p = len(seg)
@@ -109,8 +124,7 @@ def _encode_round(
         if p < limit and not _is_space(seg[p - 1]):
             cut_k, cut = k, p
             break
-    cache = tok._cache
-    ids.extend(chain.from_iterable(map(cache.__getitem__, pieces[:cut_k])))
+    ids += tok.encode_pretokens(pieces[:cut_k])
     return ids, pos + cut
 
 
@@ -133,7 +147,7 @@ def iter_file_text(path: str | os.PathLike, read_bytes: int = READ_BYTES) -> Ite
 
 
 def encode_to_token_file(
-    tok: Tokenizer,
+    tok: StreamEncoder,
     texts: Iterable[str],
     out: str | os.PathLike,
     *,
@@ -158,7 +172,7 @@ def encode_to_token_file(
 
 
 def encode_file(
-    tok: Tokenizer,
+    tok: StreamEncoder,
     path: str | os.PathLike,
     out: str | os.PathLike,
     *,

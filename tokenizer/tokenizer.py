@@ -16,6 +16,10 @@ encoded as U+FFFD, as in tiktoken), a bounded pre-token cache, streaming (`encod
 parallel `encode_batch`. Not handled: normalisation, byte-fallback/unk tokens (not needed: every byte is a
 token), merges across pre-token boundaries, and pre-tokenizing raw bytes that are not text
 (`encode_bytes_piece` merges such bytes as one piece).
+
+Beside it, in modules of their own that never import this one: the special-token rules (`specials.py`), the
+saved file (`serialize.py`), other tools' formats (`formats.py`) and streaming (`stream.py`). The methods here
+that reach them (`save`, `load`, `from_gpt2_files`, `export_*`, `encode_iterable`, `encode_file`) are thin.
 """
 
 from __future__ import annotations
@@ -25,14 +29,12 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from itertools import chain
-from typing import Literal
 
+from tokenizer import formats, serialize, stream
 from tokenizer.bpe_encode import fix_surrogates, merge_cache, merge_ids
-from tokenizer.pretokenize import PATTERNS, resolve_pattern, special_splitter, split_special, splitter
+from tokenizer.pretokenize import PATTERNS, resolve_pattern, split_special, splitter
+from tokenizer.specials import AllowedSpecial, DisallowedSpecial, assign_special_ids, check_disallowed, special_sets
 from tokenizer.workers import init_worker_signals, worker_context
-
-AllowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
-DisallowedSpecial = Literal["all"] | set[str] | frozenset[str] | Sequence[str]
 
 # encode_batch: below this many characters in total, a process pool costs more than it saves.
 PARALLEL_MIN_CHARS = 1 << 20
@@ -55,7 +57,7 @@ class Tokenizer:
         base = default if vocab is None else {int(i): bytes(t) for i, t in vocab.items()}
         self._default_layout = base == default  # then the saved file needs no vocab
         self._base = base  # non-special tokens, id -> bytes
-        self._specials = _assign_special_ids(special_tokens, base)  # str -> id
+        self._specials = assign_special_ids(special_tokens, base)  # str -> id
         self._decoder: dict[int, bytes] = {**base, **{i: s.encode("utf-8") for s, i in self._specials.items()}}
 
         self._token_id: dict[bytes, int] = {}  # bytes -> id (the lowest id when the vocab repeats a byte string)
@@ -152,7 +154,12 @@ class Tokenizer:
             raise TypeError(f"encode needs a str, got {type(text).__name__}") from None
         except UnicodeEncodeError:
             text = fix_surrogates(text)  # lone surrogates are not valid text: U+FFFD, as tiktoken does
-        return list(chain.from_iterable(map(self._cache.__getitem__, self._findall(text))))
+        return self.encode_pretokens(self._findall(text))
+
+    def encode_pretokens(self, pretokens: Iterable[str]) -> list[int]:
+        """Ids of text already cut into pre-tokens (by `pretokenize.splitter(tok.pattern)`): each one is merged on
+        its own (no splitting, no special tokens). Streaming (`stream.py`) encodes up to a safe cut with it."""
+        return list(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
 
     def encode(
         self,
@@ -167,9 +174,9 @@ class Tokenizer:
         Special-token text in `disallowed_special` ("all" = every special token not allowed) raises ValueError;
         pass `disallowed_special=()` to encode it as ordinary text instead.
         """
-        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        allowed, disallowed = special_sets(self._specials, allowed_special, disallowed_special)
         if disallowed:
-            self._check_disallowed(text, disallowed)
+            check_disallowed(text, disallowed)
         if not allowed:
             return self.encode_ordinary(text)
         out: list[int] = []
@@ -179,40 +186,6 @@ class Tokenizer:
             else:
                 out.extend(self.encode_ordinary(piece))
         return out
-
-    def _special_sets(
-        self, allowed_special: AllowedSpecial, disallowed_special: DisallowedSpecial
-    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Resolve the tiktoken-style arguments to (allowed, disallowed) sorted tuples of special tokens."""
-        if allowed_special == "all":
-            allowed = set(self._specials)
-        elif isinstance(allowed_special, str):
-            raise ValueError(f"allowed_special must be 'all' or a set of special tokens, not {allowed_special!r}")
-        else:
-            allowed = set(allowed_special)
-            unknown = allowed - set(self._specials)
-            if unknown:
-                raise ValueError(
-                    f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer "
-                    f"(its special tokens: {sorted(self._specials)!r})"
-                )
-        if disallowed_special == "all":
-            disallowed = set(self._specials) - allowed
-        elif isinstance(disallowed_special, str):
-            raise ValueError(f"disallowed_special must be 'all' or a set of strings, not {disallowed_special!r}")
-        else:
-            disallowed = set(disallowed_special)
-        return tuple(sorted(allowed)), tuple(sorted(disallowed))
-
-    @staticmethod
-    def _check_disallowed(text: str, disallowed: tuple[str, ...]) -> None:
-        match = special_splitter(disallowed).search(text)
-        if match:
-            token = match.group()
-            raise ValueError(
-                f"text contains special token {token!r}; pass allowed_special={{{token!r}}} (or 'all') to encode it "
-                f"as a special token, or disallowed_special=() to encode it as ordinary text"
-            )
 
     def encode_batch(
         self,
@@ -250,9 +223,7 @@ class Tokenizer:
 
         The ids equal `encode("".join(texts), ...)`: chunk boundaries never change the result.
         """
-        from tokenizer.stream import encode_chunks
-
-        return chain.from_iterable(encode_chunks(self, texts, allowed_special, disallowed_special))
+        return chain.from_iterable(stream.encode_chunks(self, texts, allowed_special, disallowed_special))
 
     def encode_file(
         self,
@@ -270,9 +241,9 @@ class Tokenizer:
         `tokenfile.read_tokens(out, expect_fingerprint=tok.fingerprint())`. Special-token text in the file becomes special ids by
         default (corpora separate documents with <|endoftext|>). Returns the sidecar dict.
         """
-        from tokenizer.stream import encode_file
-
-        return encode_file(self, path, out, allowed_special=allowed_special, disallowed_special=disallowed_special)
+        return stream.encode_file(
+            self, path, out, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
 
     # ------------------------------------------------------------------ decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
@@ -292,29 +263,33 @@ class Tokenizer:
     # ------------------------------------------------------------------ persistence and formats
     def to_dict(self) -> dict:
         """The canonical JSON-able form (what `save` writes)."""
-        from tokenizer.serialize import tokenizer_to_dict
+        vocab = None if self._default_layout else self._base  # None: the file needs no vocab
+        return serialize.to_dict(self._merges, vocab, self._specials, self._pattern)
 
-        return tokenizer_to_dict(self)
+    @classmethod
+    def _from_dict(cls, d: object, source: str = "tokenizer dict") -> Tokenizer:
+        """Check and build from `to_dict`'s form; every ValueError starts with `source` (e.g. the file)."""
+        merges, vocab, specials, pattern = serialize.from_dict(d, source)
+        try:
+            return cls(merges, vocab=vocab, special_tokens=specials, pattern=pattern)
+        except ValueError as e:
+            raise ValueError(f"{source}: {e}") from None
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the versioned JSON file (a directory path gets `tokenizer.json` inside it)."""
-        from tokenizer.serialize import save
-
-        save(self, path)
+        serialize.save(self.to_dict(), path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Tokenizer:
         """Read a file written by `save` (or a directory holding `tokenizer.json`); ValueError if invalid."""
-        from tokenizer.serialize import load
-
-        return load(path)
+        path = serialize.resolve_path(path)
+        return cls._from_dict(serialize.load(path), source=str(path))
 
     def fingerprint(self) -> str:
         """sha256 (hex) of the canonical saved JSON; equal tokenizers have equal fingerprints."""
         if self._fingerprint is None:
-            from tokenizer.serialize import canonical_json
-
-            self._fingerprint = hashlib.sha256(canonical_json(self).encode("utf-8")).hexdigest()
+            canonical = serialize.canonical_json(self.to_dict())
+            self._fingerprint = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
         return self._fingerprint
 
     @classmethod
@@ -326,30 +301,23 @@ class Tokenizer:
         pattern: str = "gpt2",
     ) -> Tokenizer:
         """Load GPT-2's `vocab.json` + `merges.txt` (byte-to-unicode form); ids equal tiktoken's "gpt2"."""
-        from tokenizer.formats import load_gpt2_files
-
-        return load_gpt2_files(vocab_json, merges_txt, special_tokens=special_tokens, pattern=pattern)
+        merges, vocab, specials = formats.read_gpt2_files(vocab_json, merges_txt, special_tokens)
+        return cls(merges, vocab=vocab, special_tokens=specials, pattern=pattern)
 
     def export_hf(self, path: str | os.PathLike) -> None:
         """Write a Hugging Face `tokenizer.json` that `tokenizers.Tokenizer.from_file` reads, with equal ids."""
-        from tokenizer.formats import export_hf
-
-        export_hf(self, path)
+        formats.export_hf(self, path)
 
     def export_tiktoken(self, path: str | os.PathLike) -> None:
         """Write a `.tiktoken` ranks file (base64 token, space, rank per line) for `tiktoken.Encoding`."""
-        from tokenizer.formats import export_tiktoken
-
-        export_tiktoken(self, path)
+        formats.export_tiktoken(self, path)
 
     # ------------------------------------------------------------------ python protocol
     def __getstate__(self) -> dict:  # pickle (process pools) via the canonical dict, never the cache
         return self.to_dict()
 
     def __setstate__(self, state: dict) -> None:
-        from tokenizer.serialize import tokenizer_from_dict
-
-        self.__dict__.update(tokenizer_from_dict(state).__dict__)
+        self.__dict__.update(Tokenizer._from_dict(state).__dict__)
 
     def __repr__(self) -> str:
         pattern = self.pattern_name or "custom"
@@ -373,41 +341,13 @@ def default_vocab(merges: Sequence[tuple[bytes, bytes]]) -> dict[int, bytes]:
     return vocab
 
 
-def _assign_special_ids(special_tokens: Sequence[str] | Mapping[str, int], base: dict[int, bytes]) -> dict[str, int]:
-    """Special tokens -> ids: a mapping is taken as is; a sequence gets ids after the largest base id, in order."""
-    if isinstance(special_tokens, str):
-        raise ValueError(f"special_tokens must be a list of strings, not the string {special_tokens!r}")
-    if isinstance(special_tokens, Mapping):
-        specials = {str(s): int(i) for s, i in special_tokens.items()}
-    else:
-        specials = {}
-        next_id = max(base) + 1
-        for s in special_tokens:
-            if not isinstance(s, str):
-                raise ValueError(f"special tokens must be strings, got {s!r}")
-            if s in specials:
-                raise ValueError(f"special token {s!r} given twice")
-            specials[s] = next_id
-            next_id += 1
-    for s, i in specials.items():
-        if not s:
-            raise ValueError("a special token cannot be the empty string")
-        if i in base:
-            raise ValueError(f"special token {s!r} has id {i}, which a regular token already uses")
-    if len(set(specials.values())) < len(specials):
-        raise ValueError("two special tokens share an id")
-    return specials
-
-
 _worker_state: tuple[Tokenizer, dict] | None = None  # set in each encode_batch worker process
 
 
 def _init_worker(state: dict, kwargs: dict) -> None:
-    from tokenizer.serialize import tokenizer_from_dict
-
     init_worker_signals()
     global _worker_state
-    _worker_state = (tokenizer_from_dict(state), kwargs)
+    _worker_state = (Tokenizer._from_dict(state), kwargs)
 
 
 def _encode_in_worker(text: str) -> list[int]:

@@ -1,14 +1,16 @@
-"""arch/'s modules import each other without circles, and none outgrows one concept (~400 lines).
+"""arch/, tokenizer/ and experiments/ each import their own modules without circles, and no module outgrows one
+concept (~400 lines).
 
 The graph is read from the source with `ast`, not from sys.modules: every `import` / `from ... import` anywhere in a
 module counts, at the top, inside a function or under `if TYPE_CHECKING:`, because a function-local import only hides
-a circle from the interpreter, not from the reader. Edges:
-  * `from arch.a import b`: to the module arch.a.b when b is a submodule, else to arch.a (its module or __init__);
-  * `import arch.a.b`: to arch.a.b;
-  * `from arch import X` / `import arch` inside arch/: to arch/__init__, which re-exports (imports) most of arch,
-    so arch's own modules import from the defining module instead.
-Importing arch.a.b also runs arch/a/__init__ first; that implicit parent edge is not counted (every module would
-then sit on a circle through arch/__init__).
+a circle from the interpreter, not from the reader. Edges, for a package `pkg` (one of PACKAGES):
+  * `from pkg.a import b`: to the module pkg.a.b when b is a submodule, else to pkg.a (its module or __init__);
+  * `import pkg.a.b`: to pkg.a.b;
+  * `from pkg import X` / `import pkg` inside pkg/: to pkg/__init__ when X is not a submodule (an __init__ that
+    re-exports imports most of its package, so a package's own modules import from the defining module instead).
+Importing pkg.a.b also runs pkg/a/__init__ first; that implicit parent edge is not counted (every module would
+then sit on a circle through pkg/__init__). Not checked: circles between packages (each graph holds one package's
+modules), and modules outside the three packages (tests/, bench/, scripts).
 """
 
 from __future__ import annotations
@@ -18,17 +20,18 @@ from pathlib import Path
 
 import pytest
 
-ARCH = Path(__file__).resolve().parents[2] / "arch"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("arch", "tokenizer", "experiments")
 MAX_LINES = 400  # past ~400 lines a module usually holds two concepts (../shared/STYLE.md, section 2)
 
 
-def module_name(path: Path, root: Path = ARCH) -> str:
-    """arch/components/mlp.py -> 'arch.components.mlp'; arch/convert/__init__.py -> 'arch.convert'."""
+def module_name(path: Path, root: Path) -> str:
+    """tokenizer/serialize.py -> 'tokenizer.serialize'; arch/convert/__init__.py -> 'arch.convert'."""
     parts = [root.name, *path.relative_to(root).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def modules(root: Path = ARCH) -> dict[str, Path]:
+def modules(root: Path) -> dict[str, Path]:
     return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
@@ -58,8 +61,8 @@ def imported(node: ast.AST, current: str, is_package: bool, known: set[str]) -> 
     return out
 
 
-def import_graph(root: Path = ARCH) -> dict[str, set[str]]:
-    """module -> the arch modules it imports anywhere in its source (function-local and TYPE_CHECKING included)."""
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the modules of package `root` it imports anywhere in its source (function-local and TYPE_CHECKING included)."""
     mods = modules(root)
     known = set(mods)
     graph: dict[str, set[str]] = {}
@@ -109,39 +112,44 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_reader_sees_function_local_type_checking_and_package_imports(tmp_path):
     """The reader itself: a circle closed only by a function-local import, one closed only under TYPE_CHECKING, and
     one through the package __init__ are all found; importing a submodule through its package is not a circle."""
-    pkg = tmp_path / "arch"
+    pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     files = {
-        "__init__.py": "from arch.a import A\n",
-        "a.py": "from arch.b import B\nA = 1\n",
-        "b.py": "B = 2\ndef f():\n    from arch.a import A\n    return A\n",  # a <-> b via a function
-        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from arch.d import D\nC = 3\n",
-        "d.py": "from arch.c import C\nD = 4\n",  # c <-> d via TYPE_CHECKING
-        "e.py": "from arch import A\nE = 5\n",  # e -> arch/__init__
-        "sub/__init__.py": "from arch.sub import x\nfrom arch.e import E\n",  # x is a submodule: no self edge
-        "sub/x.py": "from arch import sub\n",  # `sub` is a subpackage: sub/x -> arch.sub -> sub/x
+        "__init__.py": "from pkg.a import A\n",
+        "a.py": "from pkg.b import B\nA = 1\n",
+        "b.py": "B = 2\ndef f():\n    from pkg.a import A\n    return A\n",  # a <-> b via a function
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.d import D\nC = 3\n",
+        "d.py": "from pkg.c import C\nD = 4\n",  # c <-> d via TYPE_CHECKING
+        "e.py": "from pkg import A\nE = 5\n",  # e -> pkg/__init__
+        "sub/__init__.py": "from pkg.sub import x\nfrom pkg.e import E\n",  # x is a submodule: no self edge
+        "sub/x.py": "from pkg import sub\n",  # `sub` is a subpackage: sub/x -> pkg.sub -> sub/x
     }
     for rel, text in files.items():
         (pkg / rel).write_text(text)
     graph = import_graph(pkg)
-    assert graph["arch.sub"] == {"arch.sub.x", "arch.e"}
-    assert graph["arch.e"] == {"arch"}
-    assert sorted(cycles(graph)) == [["arch.a", "arch.b"], ["arch.c", "arch.d"], ["arch.sub", "arch.sub.x"]]
-    (pkg / "__init__.py").write_text("from arch.e import E\n")  # arch/__init__ -> e -> arch/__init__
-    assert ["arch", "arch.e"] in cycles(import_graph(pkg))
+    assert graph["pkg.sub"] == {"pkg.sub.x", "pkg.e"}
+    assert graph["pkg.e"] == {"pkg"}
+    assert sorted(cycles(graph)) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.d"], ["pkg.sub", "pkg.sub.x"]]
+    (pkg / "__init__.py").write_text("from pkg.e import E\n")  # pkg/__init__ -> e -> pkg/__init__
+    assert ["pkg", "pkg.e"] in cycles(import_graph(pkg))
 
 
-def test_arch_has_no_import_cycles():
-    graph = import_graph()
-    assert "arch.model" in graph and graph["arch"], "the reader found arch/ and its package imports"
+def all_modules() -> dict[str, Path]:
+    return {name: path for package in PACKAGES for name, path in modules(ROOT / package).items()}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_has_no_import_cycles(package):
+    graph = import_graph(ROOT / package)
+    assert package in graph and any(graph.values()), f"the reader found {package}/, its modules and their imports"
     found = cycles(graph)
     detail = "\n".join(
         "  " + ", ".join(c) + "\n" + "\n".join(f"    {m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found
     )
-    assert not found, f"import circles in arch/ (counting function-local and TYPE_CHECKING imports):\n{detail}"
+    assert not found, f"import circles in {package}/ (counting function-local and TYPE_CHECKING imports):\n{detail}"
 
 
-@pytest.mark.parametrize("name", sorted(modules()))
+@pytest.mark.parametrize("name", sorted(all_modules()))
 def test_module_holds_one_concept(name):
-    n_lines = len(modules()[name].read_text().splitlines())
+    n_lines = len(all_modules()[name].read_text().splitlines())
     assert n_lines <= MAX_LINES, f"{name} has {n_lines} lines (> {MAX_LINES}): it probably holds two concepts; split it"
