@@ -7,8 +7,9 @@ and the runner's own token cache).
                  "n_bytes": B, "source": "<where the text came from>"}
 
 `n_bytes` is the number of UTF-8 bytes of the text the ids encode (None when unknown), so bits per byte can be
-computed from the file alone. Both files are written to temp names and renamed into place, the .bin first, so
-a failed write leaves no partial output and a reader never sees a sidecar without its ids.
+computed from the file alone. Both files are written to temp names, flushed to the disk (fsync) and renamed into
+place, the .bin first, so a failed or killed write leaves no partial output, a crash of the machine leaves no
+named file with a hole in it, and a reader never sees a sidecar without its ids.
 
 `read_tokens(path, expect_fingerprint=..., vocab_size=...)` checks everything the sidecar promises (dtype, count =
 file size, byte order, vocab_size covering the ids' dtype, and the tokenizer fingerprint when one is expected) and,
@@ -90,6 +91,8 @@ def write_tokens(
                     arr.byteswap()
                 arr.tofile(f)
                 count += len(arr)
+            f.flush()
+            os.fsync(f.fileno())  # the ids are on the disk before their name is: a crash never leaves a hole
         if count_bytes is not None:
             n_bytes = count_bytes()
         meta = {
@@ -103,7 +106,10 @@ def write_tokens(
             "n_bytes": None if n_bytes is None else int(n_bytes),
             "source": source,
         }
-        side_tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        with open(side_tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(meta, indent=1) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
     return meta
 
 

@@ -7,8 +7,11 @@
 
 The corpus key hashes the split documents themselves (experiments.data.corpus.Corpus.key), so editing a file or
 changing the split gives a new entry, and a sweep's 18 runs train one tokenizer and encode the corpus once.
-Entries are written to a temp name and renamed into place under a file lock, so parallel jobs (joblib, DDP ranks)
-never read a half-written entry and do the work once. Token arrays are token files (tokenizer/tokenfile.py: raw
+Entries are written to a temp name and renamed into place under a file lock (filelock), so parallel jobs (joblib,
+DDP ranks) never read a half-written entry and do the work once; an entry found damaged anyway (a tokenizer file
+left empty or truncated by a crash, a token file shorter than its sidecar says) is rebuilt, temp files a killed
+writer left are deleted. A cache that cannot be written (full disk, read-only dir or HOME) is one ConfigError naming
+the entry (`cannot_write`), unless it already holds the entry whole: a read-only cache is read. Token arrays are token files (tokenizer/tokenfile.py: raw
 little-endian uint16 when vocab <= 65536, else uint32), read back as read-only np.memmap after their sidecar is
 checked against the tokenizer's fingerprint. Each document is followed by <|endoftext|> when the tokenizer has it.
 `prepare_data` is a run's whole data step: corpus -> tokenizer -> token arrays, or for `data=tokens` the user's
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -35,7 +39,11 @@ from filelock import FileLock
 
 from experiments.data.corpus import Corpus
 from experiments.config.errors import ConfigError
-from tokenizer.tokenfile import TokenFileError, read_tokens, sidecar_path, write_tokens
+from tokenizer import Tokenizer, train_bpe_from_iterator
+from tokenizer.outputs import atomic_output
+from tokenizer.tokenfile import TokenFileError, check_fingerprint, read_sidecar, read_tokens, write_tokens
+
+log = logging.getLogger(__name__)
 
 EOT = "<|endoftext|>"
 CACHE_VERSION = 2  # 2: token files with tokenizer.tokenfile sidecars (1: one meta.json per entry)
@@ -82,6 +90,60 @@ def file_lock(path: Path) -> Iterator[None]:
         yield
 
 
+def cannot_write(path: Path, e: OSError) -> ConfigError:
+    """The one line for a cache write that failed: a full disk, a read-only cache dir (or HOME, its default)."""
+    return ConfigError(f"data.cache_dir: cannot write {path} ({e.strerror or type(e).__name__}); free space there or "
+                       f"set data.cache_dir to a writable directory")
+
+
+def remove_stale_temps(root: Path, key: str) -> None:
+    """Delete the temp files / dirs of entry `key` (`.{key}.*` but its lock) that a killed writer left behind;
+    call it holding the entry's lock, so no live writer owns them."""
+    for stale in root.glob(f".{key}.*"):
+        if stale.name == f".{key}.lock":
+            continue
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+def _cached_tokenizer(path: Path, meta_path: Path) -> tuple[Tokenizer, dict[str, Any]] | None:
+    """(tokenizer, its meta) of a cache entry, or None when it is absent or damaged (empty, truncated, not the
+    tokenizer its meta names: a crash before the file reached the disk); a damaged one is logged."""
+    if not path.exists():
+        return None
+    try:
+        tok = Tokenizer.load(path)
+    except (OSError, ValueError) as e:
+        log.warning("cached tokenizer %s is damaged (%s); rebuilding it", path, " ".join(str(e).split())[:200])
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    if meta.get("fingerprint", tok.fingerprint()) != tok.fingerprint():
+        log.warning("cached tokenizer %s is not the one its meta names; rebuilding it", path)
+        return None
+    return tok, meta
+
+
+def token_entry_ok(entry: Path, tok) -> bool:
+    """True when both token files of a cache entry are whole: a valid sidecar, a file size that matches its count,
+    `tok`'s fingerprint. A damaged entry is logged (the caller rebuilds it)."""
+    if not entry.exists():
+        return False
+    try:
+        for split in ("train", "val"):
+            path = entry / f"{split}.bin"
+            check_fingerprint(path, read_sidecar(path), tok.fingerprint())
+    except TokenFileError as e:
+        log.warning("token cache entry %s is damaged (%s); rebuilding it", entry, e)
+        return False
+    return True
+
+
 def tokenizer_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     """The tokenizer settings that change the trained result (the rest, e.g. workers, do not)."""
     return {k: cfg.get(k) for k in ("vocab_size", "pattern", "special_tokens", "min_frequency", "max_train_bytes")}
@@ -99,8 +161,6 @@ def _training_texts(docs: list[str], max_bytes: int | None) -> Iterator[str]:
 
 def load_tokenizer(cfg: dict[str, Any]):
     """(tokenizer, info) for `tokenizer=load`: reads cfg["path"] (a tokenizer .json or a `bpe train` dir)."""
-    from tokenizer import Tokenizer
-
     path = Path(os.path.expanduser(str(cfg["path"])))
     try:
         return Tokenizer.load(path), {"path": str(path), "cached": True, "train_seconds": 0.0}
@@ -110,9 +170,11 @@ def load_tokenizer(cfg: dict[str, Any]):
 
 def get_tokenizer(corpus: Corpus, cfg: dict[str, Any], cache_dir: str | os.PathLike, *, progress: bool = False):
     """(tokenizer, info): `tokenizer=load` reads cfg["path"]; `tokenizer=train` trains on corpus.train_docs once
-    per (corpus, settings) and reuses the cached file afterwards. info: path, cached (bool), train_seconds."""
-    from tokenizer import Tokenizer, train_bpe_from_iterator
+    per (corpus, settings) and reuses the cached file afterwards. info: path, cached (bool), train_seconds.
 
+    A cached file that is empty, truncated or not this entry's tokenizer (a crash before it reached the disk) is
+    rebuilt. A cache dir that cannot be written (full disk, read-only) is one ConfigError naming the entry, unless
+    it already holds the entry whole (a read-only cache is read)."""
     if cfg.get("mode") == "load":
         return load_tokenizer(cfg)
 
@@ -120,26 +182,39 @@ def get_tokenizer(corpus: Corpus, cfg: dict[str, Any], cache_dir: str | os.PathL
     key = _key({"v": CACHE_VERSION, "corpus": corpus.key, **settings})
     root = cache_root(cache_dir) / "tokenizers"
     path, meta_path = root / f"{key}.json", root / f"{key}.meta.json"
-    with file_lock(root / f".{key}.lock"):
-        if path.exists():
-            meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-            return Tokenizer.load(path), {"path": str(path), "cached": True, "train_seconds": meta.get("train_seconds", 0.0)}
-        t0 = time.perf_counter()
-        tok = train_bpe_from_iterator(
-            _training_texts(corpus.train_docs, settings["max_train_bytes"]),
-            vocab_size=int(settings["vocab_size"]),
-            special_tokens=list(settings["special_tokens"] or ()),
-            pattern=settings["pattern"],
-            workers=cfg.get("workers"),
-            min_frequency=int(settings["min_frequency"] or 1),
-            progress=progress,
-        )
-        seconds = time.perf_counter() - t0
-        meta = {"corpus": corpus.name, "corpus_key": corpus.key, "identity": corpus.identity, **settings,
-                "train_seconds": seconds, "fingerprint": tok.fingerprint()}
-        meta_path.write_text(json.dumps(meta, indent=2, default=str))
-        tok.save(path)  # atomic (tokenizer.outputs.atomic_output): the entry exists once it is complete
-    return tok, {"path": str(path), "cached": False, "train_seconds": seconds}
+    try:
+        with file_lock(root / f".{key}.lock"):
+            cached = _cached_tokenizer(path, meta_path)
+            if cached is None:
+                remove_stale_temps(root, key)
+                tok, seconds = _train_tokenizer(corpus, cfg, settings, progress)
+                meta = {"corpus": corpus.name, "corpus_key": corpus.key, "identity": corpus.identity, **settings,
+                        "train_seconds": seconds, "fingerprint": tok.fingerprint()}
+                with atomic_output(meta_path) as tmp:  # the meta first: the tokenizer file marks a whole entry
+                    tmp.write_text(json.dumps(meta, indent=2, default=str))
+                tok.save(path)  # atomic (tokenizer.outputs.atomic_output)
+                return tok, {"path": str(path), "cached": False, "train_seconds": seconds}
+    except OSError as e:
+        cached = _cached_tokenizer(path, meta_path)
+        if cached is None:
+            raise cannot_write(path, e) from None
+    tok, meta = cached
+    return tok, {"path": str(path), "cached": True, "train_seconds": meta.get("train_seconds", 0.0)}
+
+
+def _train_tokenizer(corpus: Corpus, cfg: dict[str, Any], settings: dict[str, Any], progress: bool) -> tuple[Tokenizer, float]:
+    """(tokenizer trained on corpus.train_docs, seconds it took)."""
+    t0 = time.perf_counter()
+    tok = train_bpe_from_iterator(
+        _training_texts(corpus.train_docs, settings["max_train_bytes"]),
+        vocab_size=int(settings["vocab_size"]),
+        special_tokens=list(settings["special_tokens"] or ()),
+        pattern=settings["pattern"],
+        workers=cfg.get("workers"),
+        min_frequency=int(settings["min_frequency"] or 1),
+        progress=progress,
+    )
+    return tok, time.perf_counter() - t0
 
 
 def _encode_split(tok, docs: list[str], out: Path, eot_id: int | None, source: str) -> dict[str, Any]:
@@ -172,24 +247,32 @@ def _read_token_file(path: Path, tok, what: str) -> tuple[np.ndarray, dict[str, 
 
 
 def get_token_data(corpus: Corpus, tok, cache_dir: str | os.PathLike) -> TokenData:
-    """Token files of both splits, encoded once per (corpus content, tokenizer fingerprint), as memmaps."""
+    """Token files of both splits, encoded once per (corpus content, tokenizer fingerprint), as memmaps.
+
+    An entry whose files are damaged (truncated, empty, a garbage sidecar: `token_entry_ok`) is rebuilt. A cache
+    dir that cannot be written is one ConfigError naming the entry, unless it already holds the entry whole."""
     key = _key({"v": CACHE_VERSION, "corpus": corpus.key, "tokenizer": tok.fingerprint()})
     root = cache_root(cache_dir) / "tokens"
     final = root / key
     splits = {"train": corpus.train_docs, "val": corpus.val_docs}
-    with file_lock(root / f".{key}.lock"):
-        if not all(sidecar_path(final / f"{split}.bin").exists() for split in splits):
-            eot_id = tok.special_tokens.get(EOT)
-            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
-            try:
-                for split, docs in splits.items():
-                    _encode_split(tok, docs, tmp / f"{split}.bin", eot_id, f"{corpus.name} {split} split ({corpus.key[:16]})")
-                if final.exists():  # a stale partial entry (a sidecar missing): replace it
-                    shutil.rmtree(final)
-                os.replace(tmp, final)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+    try:
+        with file_lock(root / f".{key}.lock"):
+            if not token_entry_ok(final, tok):
+                remove_stale_temps(root, key)
+                eot_id = tok.special_tokens.get(EOT)
+                tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
+                try:
+                    for split, docs in splits.items():
+                        _encode_split(tok, docs, tmp / f"{split}.bin", eot_id, f"{corpus.name} {split} split ({corpus.key[:16]})")
+                    if final.exists():  # a stale partial entry (a sidecar missing): replace it
+                        shutil.rmtree(final)
+                    os.replace(tmp, final)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+    except OSError as e:
+        if not token_entry_ok(final, tok):
+            raise cannot_write(final, e) from None
     (train, train_meta), (val, val_meta) = (_read_token_file(final / f"{s}.bin", tok, "token cache") for s in splits)
     return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=final)
 
