@@ -1,12 +1,14 @@
 """`make demo`: train a BPE tokenizer on the embedded corpus, run a small position-encoding sweep, build its report.
 
-    python -m experiments.demo                    # 4 position encodings x ~300k tokens, tiny model, CPU: minutes
-    python -m experiments.demo --quick            # 2 encodings x 50k tokens: about a minute
-    python -m experiments.demo --out runs/demo --pos learned,rope,alibi --jobs 2
+    python -m experiments.demo                    # 4 position encodings x 3 seeds, tiny model, CPU
+    python -m experiments.demo --quick            # 2 encodings x 1 seed x 50k tokens: seconds, no intervals
+    python -m experiments.demo --out runs/demo --pos learned,rope,alibi --seeds 0,1 --jobs 2
 
 Everything runs offline on the embedded corpus (tokenizer.corpus). The runs are the same as
 `python -m experiments.train -m experiment=demo` (conf/experiment/demo.yaml) and land in
-`multirun/demo/<time>/<i>_model.pos=<kind>/`, so `python -m experiments.compare <that dir>` works on them too.
+`multirun/demo/<time>/<i>_model.pos=<kind>,seed=<s>/` (seed-major; no `,seed=` with one seed), so
+`python -m experiments.compare <that dir>` works on them too. Three seeds per encoding give the report's
+differences paired 95% intervals; with one seed (--quick, --seeds 0) it says so before the sweep.
 Runs go `--jobs` at a time (default: 2 on a machine with >= 2 cores), each with cpu_count / jobs torch threads.
 The tokenizer comes from the shared cache (ARCHLAB_CACHE or ~/.cache/archlab), so a second demo skips training it.
 Not handled: GPUs in parallel jobs (each job takes the default device), wandb (pass --wandb for offline logging).
@@ -25,9 +27,15 @@ from typing import Any
 
 from experiments.config.compose import compose_config
 
-POS_DEFAULT = "learned,sinusoidal,alibi,rope"
-QUICK = {"pos": "learned,rope", "tokens": 50_000, "extra": ["train.eval_interval=20", "train.eval_batches=5",
+QUICK = {"pos": "learned,rope", "seeds": "0", "tokens": 50_000, "extra": ["train.eval_interval=20", "train.eval_batches=5",
                                                             "train.extrap_max_tokens=4096"]}
+
+
+def sweep_defaults() -> tuple[str, str]:
+    """(encodings, seeds) of conf/experiment/demo.yaml's sweep: 4 encodings x 3 seeds, the fewest seeds whose paired
+    t-intervals (2 df) resolve the demo's larger differences in about a minute of a 2-core CPU."""
+    params = compose_config(["experiment=demo"], return_hydra_config=True).hydra.sweeper.params
+    return str(params["model/pos"]), str(params["seed"])
 
 
 def _run_one(overrides: list[str]) -> dict[str, Any]:
@@ -70,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=None, help="sweep directory (default multirun/demo/<time>)")
     p.add_argument("--quick", action="store_true", help=f"{QUICK['pos']} only, {QUICK['tokens']:,} tokens each")
-    p.add_argument("--pos", default=None, help=f"comma-separated position encodings (default {POS_DEFAULT})")
+    p.add_argument("--pos", default=None, help="comma-separated position encodings (default: conf/experiment/demo.yaml)")
     p.add_argument("--tokens", type=int, default=None, help="training tokens per run (default: conf/experiment/demo.yaml)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default=None, help="comma-separated seeds, each run with every encoding (default: "
+                                                 f"conf/experiment/demo.yaml; --quick: {QUICK['seeds']})")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs in parallel")
     p.add_argument("--vocab-size", type=int, default=1024)
     p.add_argument("--cache-dir", default=os.environ.get("ARCHLAB_CACHE", "~/.cache/archlab"))
@@ -84,11 +93,22 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.config.check import validate
     from experiments.config.errors import ConfigError
 
-    pos = (args.pos or (QUICK["pos"] if args.quick else POS_DEFAULT)).split(",")
+    pos_default, seeds_default = (QUICK["pos"], QUICK["seeds"]) if args.quick else sweep_defaults()
+    pos = (args.pos or pos_default).split(",")
+    try:
+        seeds = [int(x) for x in (args.seeds or seeds_default).split(",")]
+    except ValueError:
+        print(f"config error: --seeds: comma-separated integers, got {args.seeds!r}", file=sys.stderr)
+        return 2
     out = args.out or Path("multirun") / "demo" / time.strftime("%Y-%m-%d_%H-%M-%S")
-    jobs = max(1, min(args.jobs, len(pos)))
+    # seed-major (as conf/experiment/demo.yaml's sweep), so the encodings of one seed finish together; the dir names
+    # are Hydra's (`seed=` only when several seeds are swept)
+    runs = [(kind, seed) for seed in seeds for kind in pos]
+    labels = [f"model.pos={kind}" + (f",seed={seed}" if len(seeds) > 1 else "") for kind, seed in runs]
+    run_dirs = [out / f"{i}_{label}" for i, label in enumerate(labels)]
+    jobs = max(1, min(args.jobs, len(runs)))
     threads = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) // jobs)
-    common = ["experiment=demo", f"seed={args.seed}", f"data.cache_dir='{args.cache_dir}'",
+    common = ["experiment=demo", f"data.cache_dir='{args.cache_dir}'",
               f"tokenizer.vocab_size={args.vocab_size}", "logger=wandb" if args.wandb else "logger=disabled",
               "train.progress=false", f"train.num_threads={threads}"]
     if args.quick:
@@ -96,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokens:
         common.append(f"train.tokens={args.tokens}")
     common += args.overrides
-    points = [[*common, f"model/pos={kind}", f"train.run_dir='{out / f'{i}_model.pos={kind}'}'"] for i, kind in enumerate(pos)]
+    points = [[*common, f"model/pos={kind}", f"seed={seed}", f"train.run_dir='{d}'"] for (kind, seed), d in zip(runs, run_dirs)]
     try:
         for overrides in points:  # every config error before any work
             validate(compose_config(overrides))
@@ -109,13 +129,17 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     print_tokenizer_stats(tokenizer_stats(args.cache_dir, args.vocab_size))
-    print(f"\nsweep: {len(pos)} position encodings ({', '.join(pos)}), tiny model, {jobs} at a time -> {out}/", flush=True)
+    print(f"\nsweep: {len(pos)} position encodings ({', '.join(pos)}) x {len(seeds)} seed{'s' * (len(seeds) > 1)}, "
+          f"tiny model, {jobs} at a time -> {out}/", flush=True)
+    if len(seeds) < 2:
+        print("  one seed per encoding: the report's differences have no confidence interval (n=1); "
+              "--seeds 0,1,2 gives each one", flush=True)
 
     from tokenizer.progress import progress_bar
 
     summaries: dict[str, dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_run_one, overrides): kind for kind, overrides in zip(pos, points)}
+        futures = {pool.submit(_run_one, overrides): label for label, overrides in zip(labels, points)}
         with progress_bar(True, total=len(futures), unit="run", desc="demo sweep", interval=0) as bar:
             for fut in as_completed(futures):
                 kind = futures[fut]
@@ -125,12 +149,11 @@ def main(argv: list[str] | None = None) -> int:
                     s = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
                 summaries[kind] = s
                 loss = s.get("final_val_loss")
-                bar.write(f"  {kind:<11} {s['status']:<9} val/loss {loss:.4f}  ({s.get('wall_time_s', 0):.0f}s, "
+                bar.write(f"  {kind:<18} {s['status']:<9} val/loss {loss:.4f}  ({s.get('wall_time_s', 0):.0f}s, "
                           f"{s.get('tokens', 0):,} tokens)" if isinstance(loss, float) else f"  {kind:<11} {s['status']} {s.get('error', '')}")
                 bar.update(1)
 
     print(f"\nruns: {out}/  ({time.perf_counter() - t0:.0f}s in all)")
-    run_dirs = [out / f"{i}_model.pos={kind}" for i, kind in enumerate(pos)]
     try:
         from experiments.compare import build_report
 
