@@ -8,13 +8,14 @@
     bpe info DIR [--sample FILE]
     bpe convert DIR --to hf|tiktoken [--out PATH] [--force]
 
-Bad input (missing or unreadable paths, a directory, an empty corpus, a too-small vocab, a corrupt tokenizer
-file, an unknown pattern, an existing output) prints ONE line `bpe: error: ...` on stderr and exits 2, never a
-traceback; Ctrl-C exits 130. Each command writes only its own named files (train: DIR/tokenizer.json; encode:
-FILE.bin + FILE.bin.json; convert: one file), each to a temporary name renamed on success, so a failed or refused
-command never destroys what was there; --force replaces exactly those files and nothing else; an output that is
-one of the inputs is refused even with --force (tokenizer/outputs.py). Not handled: training from several datasets at once, and
-`datasets` configs beyond name/path + split.
+Bad input (missing or unreadable paths, a directory, an empty corpus, a too-small vocab, a number out of its range
+such as `--workers 0` or `--top -1`, an empty argument such as `--pattern ''`, a corrupt tokenizer file, an unknown
+pattern, an existing output) prints ONE line `bpe: error: ...` on stderr and exits 2, never a traceback
+(tokenizer/cli_args.py); Ctrl-C exits 130. Each command writes only its own named files (train: DIR/tokenizer.json;
+encode: FILE.bin + FILE.bin.json; convert: one file), each to a temporary name renamed on success, so a failed or
+refused command never destroys what was there; --force replaces exactly those files and nothing else; an output that
+is one of the inputs is refused even with --force (tokenizer/outputs.py). Not handled: training from several
+datasets at once, and `datasets` configs beyond name/path + split.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tokenizer.cli_args import OneLineParser, fail, non_empty, non_negative_int, positive_int, quiet_stdout
 from tokenizer.outputs import atomic_output, check_inside_not_input, check_new, check_not_input, writing
 from tokenizer.serialize import FILE_NAME as TRAIN_OUTPUT
 
@@ -39,52 +41,52 @@ class CliError(ValueError):
     """A user error with a message meant for the one stderr line."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line instead of usage + error
-        raise CliError(f"{message} (see '{self.prog} --help')")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Byte-level BPE tokenizer: train, encode, decode, inspect, convert.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    parser = OneLineParser(prog=PROG, description="Byte-level BPE tokenizer: train, encode, decode, inspect, convert.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
 
     p = sub.add_parser("train", help="train a tokenizer on text files/globs or a `datasets` dataset")
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="text files or globs (quote globs: 'data/*.txt')")
-    p.add_argument("--dataset", metavar="NAME_OR_PATH", help="a datasets hub name, a saved dataset dir or a data file")
-    p.add_argument("--text-column", default="text", help="column holding the text (default: text)")
-    p.add_argument("--split", default="train", help="dataset split (default: train)")
-    p.add_argument("--vocab-size", type=int, required=True, metavar="N")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (gets tokenizer.json)")
-    p.add_argument("--special-token", action="append", default=[], metavar="T", help="repeatable, e.g. '<|endoftext|>'")
-    p.add_argument("--pattern", default="gpt2", help="split pattern: gpt2, gpt4 or a regex (default: gpt2)")
-    p.add_argument("--workers", type=int, default=None, metavar="K", help="processes counting pre-tokens")
-    p.add_argument("--min-frequency", type=int, default=1, metavar="F", help="never merge pairs seen fewer times")
+    p.add_argument("inputs", nargs="*", type=non_empty, metavar="INPUT",
+                   help="text files or globs (quote globs: 'data/*.txt')")
+    p.add_argument("--dataset", type=non_empty, metavar="NAME_OR_PATH",
+                   help="a datasets hub name, a saved dataset dir or a data file")
+    p.add_argument("--text-column", type=non_empty, default="text", help="column holding the text (default: text)")
+    p.add_argument("--split", type=non_empty, default="train", help="dataset split (default: train)")
+    p.add_argument("--vocab-size", type=positive_int, required=True, metavar="N")
+    p.add_argument("--out", type=non_empty, required=True, metavar="DIR", help="output directory (gets tokenizer.json)")
+    p.add_argument("--special-token", type=non_empty, action="append", default=[], metavar="T",
+                   help="repeatable, e.g. '<|endoftext|>'")
+    p.add_argument("--pattern", type=non_empty, default="gpt2", help="split pattern: gpt2, gpt4 or a regex (default: gpt2)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="K", help="processes counting pre-tokens")
+    p.add_argument("--min-frequency", type=non_negative_int, default=1, metavar="F",
+                   help="never merge pairs seen fewer times")
     p.add_argument("--force", action="store_true", help="replace an existing DIR/tokenizer.json (nothing else in DIR)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("encode", help="text -> ids (space-separated on stdout, or a .bin with --out)")
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="a tokenizer dir or its tokenizer.json")
-    p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text file, or - for stdin (default)")
-    p.add_argument("--out", metavar="FILE.bin", help="write raw little-endian ids + FILE.bin.json sidecar")
+    p.add_argument("--tokenizer", type=non_empty, required=True, metavar="DIR", help="a tokenizer dir or its tokenizer.json")
+    p.add_argument("file", nargs="?", type=non_empty, default="-", metavar="FILE",
+                   help="UTF-8 text file, or - for stdin (default)")
+    p.add_argument("--out", type=non_empty, metavar="FILE.bin", help="write raw little-endian ids + FILE.bin.json sidecar")
     p.add_argument("--ordinary", action="store_true", help="encode special-token text as ordinary text")
     p.add_argument("--force", action="store_true", help="replace an existing FILE.bin and its sidecar")
     p.set_defaults(func=cmd_encode)
 
     p = sub.add_parser("decode", help="ids -> text (ids as whitespace-separated text, or a .bin with its sidecar)")
-    p.add_argument("--tokenizer", required=True, metavar="DIR")
-    p.add_argument("file", nargs="?", default="-", metavar="FILE", help="ids file, .bin from encode --out, or - (default)")
+    p.add_argument("--tokenizer", type=non_empty, required=True, metavar="DIR")
+    p.add_argument("file", nargs="?", type=non_empty, default="-", metavar="FILE", help="ids file, .bin from encode --out, or - (default)")
     p.set_defaults(func=cmd_decode)
 
     p = sub.add_parser("info", help="vocab size, special tokens, pattern, compression, longest tokens")
-    p.add_argument("tokenizer", metavar="DIR")
-    p.add_argument("--sample", metavar="FILE", help="text to measure bytes/token on (default: the embedded corpus)")
-    p.add_argument("--top", type=int, default=10, help="how many longest tokens to list")
+    p.add_argument("tokenizer", type=non_empty, metavar="DIR")
+    p.add_argument("--sample", type=non_empty, metavar="FILE", help="text to measure bytes/token on (default: the embedded corpus)")
+    p.add_argument("--top", type=non_negative_int, default=10, help="how many longest tokens to list")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("convert", help="export to Hugging Face tokenizer.json or a tiktoken ranks file")
-    p.add_argument("tokenizer", metavar="DIR")
+    p.add_argument("tokenizer", type=non_empty, metavar="DIR")
     p.add_argument("--to", required=True, choices=["hf", "tiktoken"])
-    p.add_argument("--out", metavar="PATH", help="default: DIR/hf/tokenizer.json or DIR/tokenizer.tiktoken")
+    p.add_argument("--out", type=non_empty, metavar="PATH", help="default: DIR/hf/tokenizer.json or DIR/tokenizer.tiktoken")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
     p.set_defaults(func=cmd_convert)
     return parser
@@ -103,31 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `bpe encode ... | head`: the reader went away, which is fine
-        _silence_stdout()
+        quiet_stdout()
         return 0
     except (OSError, ValueError, UnicodeError) as e:  # json.JSONDecodeError is a ValueError
-        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
-        return 2
-
-
-def _one_line(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.filename is not None and e.strerror:
-        msg = f"{e.strerror}: {e.filename}"
-    else:
-        msg = str(e) or type(e).__name__
-    return " ".join(msg.split())
+        return fail(PROG, e)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 # ---------------------------------------------------------------------- helpers

@@ -81,9 +81,9 @@ def test_train_error_cases(corpus, tmp_path, capsys, monkeypatch):
         "unknown pattern": ["train", a, "--vocab-size", "300", "--pattern", "gpt3", "--out", out],
         "invalid split pattern": ["train", a, "--vocab-size", "300", "--pattern", "(unclosed", "--out", out],
         "nothing to train on": ["train", "--vocab-size", "300", "--out", out],
-        "invalid int value": ["train", a, "--vocab-size", "many", "--out", out],
+        "expected an integer, got 'many'": ["train", a, "--vocab-size", "many", "--out", out],
         "required: --out": ["train", a, "--vocab-size", "300"],
-        "min_frequency": ["train", a, "--vocab-size", "300", "--out", out, "--min-frequency", "-1"],
+        "--min-frequency: must be >= 0": ["train", a, "--vocab-size", "300", "--out", out, "--min-frequency", "-1"],
     }
     for expected, argv in cases.items():
         assert expected in run_err(capsys, argv), expected
