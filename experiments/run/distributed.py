@@ -1,5 +1,9 @@
 """DDP plumbing: who am I (rank / world size / device), process-group setup, and the few collectives train() uses.
 
+`pick_device` also refuses a device that does not exist here (one ConfigError line: cuda:7 on a 2-GPU machine, mps
+without MPS, `banana`) and spreads the jobs of a parallel sweep over the GPUs (`gpu_slot`: one slot per live
+worker process, device = slot modulo the GPU count).
+
 Launch with `torchrun --nproc_per_node N -m experiments.train ...` (or SLURM + submitit with one task per GPU):
 the env vars RANK / WORLD_SIZE / LOCAL_RANK (or, inside an srun step, SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID;
 one node, or several with MASTER_ADDR set) switch it on. Backend: nccl on CUDA, gloo otherwise. Without those variables everything here is a no-op for a
@@ -9,12 +13,22 @@ single process. Not handled: multi-node rendezvous beyond what torchrun provides
 from __future__ import annotations
 
 import datetime
+import hashlib
+import itertools
+import logging
 import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from filelock import FileLock, Timeout
+
+from experiments.config.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -58,8 +72,15 @@ def env_info() -> DistInfo:
     return DistInfo()
 
 
-def pick_device(pref: str, info: DistInfo) -> torch.device:
-    """`auto` -> cuda (this rank's GPU) > mps > cpu; an explicit name is used as given (cuda -> cuda:local_rank)."""
+def pick_device(pref: str, info: DistInfo, *, parallel: bool = False) -> torch.device:
+    """The device of this process for `train.device=pref`; ConfigError (one line) for one that does not exist here.
+
+    `auto` -> cuda > mps > cpu. `cuda` (no index) -> this process's GPU: its local rank's under DDP; with `parallel`
+    (a job of a sweep whose launcher runs jobs side by side, e.g. joblib) the GPU of its slot (`gpu_slot`, modulo the
+    GPU count), so parallel jobs spread over the GPUs instead of all landing on cuda:0; else cuda:0. An explicit
+    `cuda:N` / `mps` / `cpu` is used as given once it exists (cuda:7 on a 2-GPU machine, mps without MPS and names
+    that are no device, `banana`, are refused).
+    """
     if pref == "auto":
         if torch.cuda.is_available():
             pref = "cuda"
@@ -67,9 +88,62 @@ def pick_device(pref: str, info: DistInfo) -> torch.device:
             pref = "mps"
         else:
             pref = "cpu"
-    if pref == "cuda":
-        return torch.device("cuda", info.local_rank % max(1, torch.cuda.device_count()))
-    return torch.device(pref)
+    try:
+        device = torch.device(pref)
+    except (RuntimeError, ValueError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"train.device={pref}: not a device this runner uses; choose auto, cpu, cuda, cuda:N or mps")
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"train.device={pref}: MPS is not available on this machine; use train.device=auto or cpu")
+    if device.type != "cuda":
+        return device
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n == 0:
+        raise ConfigError(f"train.device={pref}: this machine has no CUDA device; use train.device=auto or cpu")
+    if device.index is None:
+        index = info.local_rank if info.enabled else (gpu_slot() if parallel and n > 1 else 0)
+        return torch.device("cuda", index % n)
+    if device.index >= n:
+        raise ConfigError(f"train.device={pref}: this machine has {n} CUDA device(s), cuda:0..cuda:{n - 1}; "
+                          f"use one of those, cuda (this job's) or train.device=auto")
+    return device
+
+
+_slot: tuple[int, FileLock] | None = None  # (slot, its lock), held by this process until it exits
+
+
+def gpu_slot() -> int:
+    """This process's slot: the lowest number no other live process on this machine holds (a lock file per slot in
+    the temp dir, per CUDA_VISIBLE_DEVICES). It is kept until the process exits, so a joblib worker keeps its GPU for
+    all its jobs, and the OS frees it when the process dies, SIGKILL included. 0 when no lock can be made there."""
+    global _slot
+    if _slot is not None:
+        return _slot[0]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+    scope = hashlib.sha256(f"{_user()}|{visible}".encode()).hexdigest()[:16]
+    root = Path(tempfile.gettempdir()) / "archlab-gpu-slots" / scope
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for slot in itertools.count():
+            lock = FileLock(root / f"slot_{slot}.lock")
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                continue
+            _slot = (slot, lock)
+            return slot
+    except OSError as e:
+        log.warning("cannot claim a GPU slot in %s (%s); this job uses the first GPU", root, e)
+    return 0
+
+
+def _user() -> str:
+    """Who runs this process (slots are per user: another user's lock files need not be writable)."""
+    try:
+        return str(os.getuid())
+    except AttributeError:  # Windows
+        return os.environ.get("USERNAME", "")
 
 
 def setup(info: DistInfo, device: torch.device) -> None:
