@@ -10,7 +10,7 @@ One of the two apps of `experiments/` (the other, training runs and sweeps, is e
 It reads only run dirs (through experiments/rundir/layout.py), so it works offline; `--wandb-group` pulls a wandb group
 instead. Modules, one concept each:
 
-    runs.py        find run dirs, load them into `Run` records (status, reason)
+    runs.py        find run dirs, read them into `Run` records (status, reason): read_run / read_runs
     grouping.py    group runs by the config keys that differ; labels and colours
     stats.py       the numbers: series, interpolation, mean ± std bands, EMA, per-group / per-run tables, budgets
     significance.py  t-intervals of a difference (paired by seed / Welch), verdict, seeds needed for 80% power
@@ -45,9 +45,9 @@ from experiments.compare.runs import (
     check_single_experiment,
     discover_runs,
     flatten,
-    load_run,
-    load_runs,
     natural_key,
+    read_run,
+    read_runs,
 )
 from experiments.compare.stats import (
     band,
@@ -73,7 +73,7 @@ __all__ = [
     "EXCLUDED_STATUSES", "MISSING", "SHAPE_KEYS", "X_KEYS", "Group", "Run", "RunsError", "available_metrics", "band",
     "best_value", "budgets", "build_report", "check_keys", "check_single_experiment", "config_diff", "count_label",
     "default_group_keys", "default_out_dir", "differing_keys", "discover_runs", "ema", "final_value", "finite_prefix",
-    "flatten", "format_value", "group_runs", "higher_is_better", "interpolate", "is_noise_key", "load_run",
-    "load_runs", "main", "mean_std", "natural_key", "run_extrap", "run_rows", "series", "short_key", "stat_runs",
+    "flatten", "format_value", "group_runs", "higher_is_better", "interpolate", "is_noise_key", "main", "mean_std",
+    "natural_key", "read_run", "read_runs", "run_extrap", "run_rows", "series", "short_key", "stat_runs",
     "summarize",
 ]

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from experiments.compare.grouping import Group, check_keys, default_group_keys, group_runs
 from experiments.compare.outdir import COMPARISON, REPORT_FILES, ReportDir
-from experiments.compare.runs import Run, RunsError, check_single_experiment, load_runs
+from experiments.compare.runs import Run, RunsError, check_single_experiment, read_runs
 from experiments.compare.stats import budgets, config_diff, final_value, run_rows, stat_runs, summarize
 from experiments.rundir.layout import atomic_write
 
@@ -105,7 +105,7 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
         raise RunsError(f"--smooth must be in [0, 1) (0 = off), got {smooth!r}")
     names = _names(metric, analysis)
     report_dir = check_out_dir(out_dir, metric, analysis) if out_dir is not None else None  # before any run is read
-    runs = list(runs or []) + (load_runs(run_paths) if run_paths else [])
+    runs = list(runs or []) + (read_runs(run_paths) if run_paths else [])
     if not runs:
         raise RunsError("no runs to compare")
     if not allow_mixed:

@@ -1,4 +1,4 @@
-"""Find run dirs and load them into `Run` records (the report's input).
+"""Find run dirs and read them into `Run` records (the report's input): read_run / read_runs.
 
 A run dir's layout, file formats, statuses and readers belong to experiments/rundir/layout.py; this module only finds
 run dirs (any dir holding one of `rundir.RUN_MARKERS`: `summary.json` or `metrics.jsonl`) and wraps what
@@ -126,8 +126,9 @@ def discover_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return sorted(found, key=natural_key)
 
 
-def load_run(path: str | os.PathLike) -> Run:
-    """Load one run dir. Example: load_run("multirun/pos_encodings/2026-01-01_00-00-00/0").status -> "completed"."""
+def read_run(path: str | os.PathLike) -> Run:
+    """One run dir's files as a Run record (the model is experiments.load_run's). Example:
+    read_run("multirun/pos_encodings/2026-01-01_00-00-00/0").status -> "completed"."""
     rd = RunDir(path)
     try:
         config = rd.read_config()
@@ -136,14 +137,14 @@ def load_run(path: str | os.PathLike) -> Run:
     return Run(path=rd.path, config=config or {}, summary=rd.read_summary() or {}, metrics=rd.read_metrics())
 
 
-def load_runs(paths: Iterable[str | os.PathLike]) -> list[Run]:
-    """discover_runs + load_run; raises RunsError when nothing is found."""
+def read_runs(paths: Iterable[str | os.PathLike]) -> list[Run]:
+    """discover_runs + read_run; raises RunsError when nothing is found."""
     paths = list(paths)
     dirs = discover_runs(paths)
     if not dirs:
         raise RunsError(f"no runs found under {' '.join(map(str, paths))} "
                         f"(looked for dirs with {' or '.join(RUN_MARKERS)})")
-    return [load_run(d) for d in dirs]
+    return [read_run(d) for d in dirs]
 
 
 def check_single_experiment(runs: list[Run]) -> None:

@@ -192,14 +192,14 @@ def cpu_count() -> int:
 
 def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, overrides: Sequence[str]) -> int:
     """Report, measurement, rule and doc for a finished sweep; returns the exit status."""
-    from experiments.compare import RunsError, build_report, check_keys, group_runs, load_runs
+    from experiments.compare import RunsError, build_report, check_keys, group_runs, read_runs
     from experiments.compare.stats import budgets
     from experiments.compare.tables import budget_text
     from experiments.findings.doc import render_doc, shell_join, write_doc
     from experiments.findings.evidence import Evidence, matches, records_from_groups
 
     try:
-        runs = load_runs([str(sweep_dir)])
+        runs = read_runs([str(sweep_dir)])
     except RunsError as e:
         print(f"findings: error: the sweep produced no runs ({e}); training exit status {meta.get('train_rc')}",
               file=sys.stderr)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.compare import build_report, default_group_keys, group_runs, load_runs, main, summarize
+from experiments.compare import build_report, default_group_keys, group_runs, read_runs, main, summarize
 from experiments.compare.figures import _curve_data
 from tests.experiments.synthetic_runs import GROUPS, make_metrics, val_loss, write_sweep, write_unfinished_run
 
@@ -79,7 +79,7 @@ def test_html_lists_them_too(report: Path) -> None:
 
 
 def test_counts_but_never_averages_them(mixed: Path) -> None:
-    runs = load_runs([mixed])
+    runs = read_runs([mixed])
     by = default_group_keys(runs)
     assert by == ["model.pos.kind"]  # the run without a config does not make every key differ
     groups = group_runs(runs, by)

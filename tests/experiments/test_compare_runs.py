@@ -16,8 +16,8 @@ from experiments.compare import (
     flatten,
     group_runs,
     is_noise_key,
-    load_run,
-    load_runs,
+    read_run,
+    read_runs,
     stat_runs,
 )
 from tests.experiments.synthetic_runs import GROUPS, make_config, write_run, write_sweep
@@ -47,11 +47,11 @@ def test_discover_errors(tmp_path: Path) -> None:
     with pytest.raises(RunsError, match="no path matches"):
         discover_runs([str(tmp_path / "x*")])
     with pytest.raises(RunsError, match="no runs found"):
-        load_runs([tmp_path])
+        read_runs([tmp_path])
 
 
-def test_load_run_reads_all_three_files(sweep: Path) -> None:
-    r = load_run(sweep / "8")  # post-LN seed 2: the diverged one
+def test_read_run_reads_all_three_files(sweep: Path) -> None:
+    r = read_run(sweep / "8")  # post-LN seed 2: the diverged one
     assert r.status == "diverged"
     assert r.seed == 2 and r.experiment == "arch_sweep"
     assert r.flat["model.pos.kind"] == "alibi" and r.flat["model.norm"] == "post"
@@ -62,7 +62,7 @@ def test_running_run_without_summary_and_torn_last_line(tmp_path: Path) -> None:
     d = write_run(tmp_path / "live", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0, "train/loss": 6.0}], None)
     with open(d / "metrics.jsonl", "a") as f:
         f.write('{"step": 10, "tok')  # killed mid-write
-    r = load_run(d)
+    r = read_run(d)
     assert r.status == "running" and len(r.metrics) == 1
 
 
@@ -70,7 +70,7 @@ def test_running_run_without_summary_and_torn_last_line(tmp_path: Path) -> None:
 def test_a_garbage_summary_reads_as_no_summary(tmp_path: Path, garbage: str) -> None:
     d = write_run(tmp_path / "r", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0, "train/loss": 5.0}], None)
     (d / "summary.json").write_text(garbage)
-    r = load_run(d)
+    r = read_run(d)
     assert r.summary == {} and r.status == "running" and len(r.metrics) == 1
 
 
@@ -79,8 +79,8 @@ def test_a_garbage_summary_reads_as_no_summary(tmp_path: Path, garbage: str) -> 
 def test_a_status_reads_as_itself_and_only_completed_runs_are_averaged(tmp_path: Path, status: str,
                                                                        averaged: bool) -> None:
     line = [{"step": 0, "tokens": 0, "train/loss": 5.0}]
-    done = load_run(write_run(tmp_path / "a", make_config(GROUPS[0], 0), line, {"status": "completed"}))
-    other = load_run(write_run(tmp_path / "b", make_config(GROUPS[0], 1), line, {"status": status}))
+    done = read_run(write_run(tmp_path / "a", make_config(GROUPS[0], 0), line, {"status": "completed"}))
+    other = read_run(write_run(tmp_path / "b", make_config(GROUPS[0], 1), line, {"status": status}))
     assert other.status == status  # an unknown one too, kept as is
     assert [r.path for r in stat_runs(Group((), [done, other]))] == [done.path, other.path][:1 + averaged]
 
@@ -88,9 +88,9 @@ def test_a_status_reads_as_itself_and_only_completed_runs_are_averaged(tmp_path:
 def test_interrupted_run_gives_its_signal_as_reason(tmp_path: Path) -> None:
     d = write_run(tmp_path / "r", make_config(GROUPS[0], 0), [], {"status": "interrupted", "steps": 40,
                                                                   "error": "KeyboardInterrupt: SIGINT"})
-    assert load_run(d).reason == "KeyboardInterrupt: SIGINT"
+    assert read_run(d).reason == "KeyboardInterrupt: SIGINT"
     (d / "summary.json").write_text(json.dumps({"status": "interrupted", "steps": 40}))
-    assert load_run(d).reason == "stopped at step 40"
+    assert read_run(d).reason == "stopped at step 40"
 
 
 def test_a_dir_with_metrics_or_a_summary_is_a_run_a_config_alone_is_not(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_dir_with_metrics_or_a_summary_is_a_run_a_config_alone_is_not(tmp_path
 def test_config_falls_back_to_hydra_dir(tmp_path: Path) -> None:
     d = write_run(tmp_path / "r", make_config(GROUPS[1], 0), [], {"status": "completed"})
     (d / "config.yaml").unlink()
-    assert load_run(d).flat["model.pos.kind"] == "rope"
+    assert read_run(d).flat["model.pos.kind"] == "rope"
 
 
 def test_flatten_and_noise() -> None:
@@ -117,7 +117,7 @@ def test_flatten_and_noise() -> None:
 
 
 def test_default_by_is_the_differing_keys_without_seed_or_noise(sweep: Path) -> None:
-    runs = load_runs([sweep])
+    runs = read_runs([sweep])
     by = default_group_keys(runs)
     assert sorted(by) == ["model.d_model", "model.n_layers", "model.norm", "model.pos.kind"]
     groups = group_runs(runs, by)
@@ -127,7 +127,7 @@ def test_default_by_is_the_differing_keys_without_seed_or_noise(sweep: Path) -> 
 
 
 def test_explicit_by_merges_groups(sweep: Path) -> None:
-    runs = load_runs([sweep])
+    runs = read_runs([sweep])
     groups = group_runs(runs, ["model.pos.kind"])
     assert [g.label for g in groups] == ["pos=learned", "pos=rope", "pos=alibi"]
     assert [len(g.runs) for g in groups] == [3, 9, 3]
@@ -135,7 +135,7 @@ def test_explicit_by_merges_groups(sweep: Path) -> None:
 
 
 def test_by_seed_gives_one_group_per_seed(sweep: Path) -> None:
-    groups = group_runs(load_runs([sweep]), ["seed"])
+    groups = group_runs(read_runs([sweep]), ["seed"])
     assert [g.label for g in groups] == ["seed=0", "seed=1", "seed=2"]
 
 
@@ -146,14 +146,14 @@ def test_label_drops_keys_only_some_runs_have(tmp_path: Path) -> None:
     a["model"]["pos"] = {"kind": "rope"}
     for i, c in enumerate((a, b)):
         write_run(tmp_path / str(i), c, [], {"status": "completed"})
-    runs = load_runs([tmp_path])
+    runs = read_runs([tmp_path])
     by = default_group_keys(runs)
     assert by == ["model.pos.kind", "model.pos.num_buckets"]
     assert [g.label for g in group_runs(runs, by)] == ["pos=rope", "pos=relative"]
 
 
 def test_check_keys_lists_close_matches(sweep: Path) -> None:
-    runs = load_runs([sweep])
+    runs = read_runs([sweep])
     check_keys(runs, ["model.norm"])
     with pytest.raises(RunsError, match=r"'pos.kind'.*model\.pos\.kind"):
         check_keys(runs, ["pos.kind"])

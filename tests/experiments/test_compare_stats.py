@@ -15,7 +15,7 @@ from experiments.compare import (
     final_value,
     group_runs,
     interpolate,
-    load_runs,
+    read_runs,
     mean_std,
     run_extrap,
     summarize,
@@ -60,7 +60,7 @@ def test_mean_std_matches_numpy_and_ignores_missing() -> None:
 def groups(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("stats")
     write_sweep(root)
-    runs = load_runs([root])
+    runs = read_runs([root])
     return group_runs(runs, ["model.pos.kind", "model.norm", "model.n_layers"])
 
 
@@ -105,9 +105,9 @@ def test_extrap_reads_summary_and_keeps_na(groups) -> None:
 
 
 def test_count_label_for_running_and_failed(tmp_path: Path) -> None:
-    from experiments.compare import Group, load_run
+    from experiments.compare import Group, read_run
     from tests.experiments.synthetic_runs import GROUPS, make_config, write_run
 
-    live = load_run(write_run(tmp_path / "a", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0, "train/loss": 6.0}], None))
-    dead = load_run(write_run(tmp_path / "b", make_config(GROUPS[0], 1), [], {"status": "failed"}))
+    live = read_run(write_run(tmp_path / "a", make_config(GROUPS[0], 0), [{"step": 0, "tokens": 0, "train/loss": 6.0}], None))
+    dead = read_run(write_run(tmp_path / "b", make_config(GROUPS[0], 1), [], {"status": "failed"}))
     assert count_label(Group(values=(), runs=[live, dead])) == "1 running (+1 failed)"
