@@ -91,23 +91,32 @@ def pick_device(pref: str, info: DistInfo, *, parallel: bool = False) -> torch.d
     try:
         device = torch.device(pref)
     except (RuntimeError, ValueError):
-        device = None
-    if device is None or device.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"train.device={pref}: not a device this runner uses; choose auto, cpu, cuda, cuda:N or mps")
-    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ConfigError(f"train.device={pref}: MPS is not available on this machine; use train.device=auto or cpu")
+        raise ConfigError(f"train.device={pref}: not a device; choose auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        index = info.local_rank if info.enabled else (gpu_slot() if parallel and n > 1 else 0)
+        device = torch.device("cuda", index % max(1, n))
+    if why := unavailable(device):
+        raise ConfigError(f"train.device={pref}: {why}; use train.device=auto or a device this machine has")
+    return device
+
+
+def unavailable(device: torch.device) -> str | None:
+    """Why `device` cannot be used on this machine, in a few words; None when it can. Only cpu, cuda[:N] and mps are
+    devices here (`xpu`, `meta`, ... are refused)."""
+    if device.type == "cpu":
+        return None
+    if device.type == "mps":
+        ok = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+        return None if ok else "MPS is not available on this machine"
     if device.type != "cuda":
-        return device
+        return f"{device.type} devices are not used by this runner (cpu, cuda, cuda:N, mps)"
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if n == 0:
-        raise ConfigError(f"train.device={pref}: this machine has no CUDA device; use train.device=auto or cpu")
-    if device.index is None:
-        index = info.local_rank if info.enabled else (gpu_slot() if parallel and n > 1 else 0)
-        return torch.device("cuda", index % n)
-    if device.index >= n:
-        raise ConfigError(f"train.device={pref}: this machine has {n} CUDA device(s), cuda:0..cuda:{n - 1}; "
-                          f"use one of those, cuda (this job's) or train.device=auto")
-    return device
+        return "this machine has no CUDA device"
+    if device.index is not None and device.index >= n:
+        return f"this machine has {n} CUDA device(s), cuda:0..cuda:{n - 1}"
+    return None
 
 
 _slot: tuple[int, FileLock] | None = None  # (slot, its lock), held by this process until it exits
