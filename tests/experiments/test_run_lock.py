@@ -1,0 +1,111 @@
+"""One writer per run dir (experiments/rundir/lock.py): a second process on a run dir another live process holds is
+refused in one line naming the dir and the holder's pid; the lock goes away on every exit path of the holder
+(return, exception, Ctrl-C, SIGKILL), so a later resume is never blocked by a dead one. Real processes throughout:
+an OS lock between threads of one process proves nothing."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from experiments.config.errors import ConfigError
+from experiments.rundir.lock import LOCK_NAME, RunDirLock
+
+from .conftest import PYTHON, REPO
+from .small_fs import tmpfs
+
+HOLDER = """
+import sys, time
+from experiments.rundir.lock import RunDirLock
+how = sys.argv[2]
+with RunDirLock(sys.argv[1]):
+    print("held", flush=True)
+    if how == "sleep":
+        time.sleep(600)  # until the test signals it
+    line = sys.stdin.readline()
+    if how == "raise":
+        raise RuntimeError("boom")
+"""
+
+CONTENDER = """
+import sys
+from experiments.config.errors import ConfigError
+from experiments.rundir.lock import RunDirLock
+try:
+    RunDirLock(sys.argv[1]).acquire()
+except ConfigError as e:
+    print(e, file=sys.stderr)
+    sys.exit(2)
+print("acquired")
+"""
+
+
+def _hold(run_dir: Path, how: str) -> subprocess.Popen:
+    proc = subprocess.Popen([PYTHON, "-c", HOLDER, str(run_dir), how], cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held", proc.stderr.read()
+    return proc
+
+
+def _contend(run_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-c", CONTENDER, str(run_dir)], cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_a_second_process_is_refused_in_one_line_naming_the_dir_and_the_holder(tmp_path):
+    run_dir = tmp_path / "run"
+    holder = _hold(run_dir, "stdin")
+    try:
+        for _ in range(2):  # every later contender too, not only the first
+            proc = _contend(run_dir)
+            assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and str(run_dir) in lines[0] and f"(pid {holder.pid})" in lines[0], lines
+            assert "in use by another process" in lines[0]
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
+    assert _contend(run_dir).stdout.strip() == "acquired"
+
+
+@pytest.mark.parametrize("how", ["return", "raise", "sigint", "sigkill"])
+def test_the_lock_dies_with_its_holder_on_every_exit_path(tmp_path, how):
+    run_dir = tmp_path / "run"
+    holder = _hold(run_dir, "sleep" if how.startswith("sig") else how)
+    assert _contend(run_dir).returncode == 2
+    if how == "sigint":
+        holder.send_signal(signal.SIGINT)  # KeyboardInterrupt through the with block
+    elif how == "sigkill":
+        holder.kill()
+    else:
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+    holder.communicate(timeout=60)
+    assert holder.returncode != 0 if how != "return" else holder.returncode == 0
+    # a SIGKILLed holder leaves its file, not its lock; every other exit removes the file as well
+    assert (run_dir / LOCK_NAME).exists() == (how == "sigkill")
+    with RunDirLock(run_dir):  # a later resume is not blocked
+        pass
+    assert list(run_dir.iterdir()) == []
+
+
+def test_a_dir_that_cannot_be_a_run_dir_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("x")
+    cases = {tmp_path / "file": "exists and is not a directory"}
+    if Path("/proc/self").is_dir():
+        cases[Path("/proc/self/archlab_run")] = "cannot be created"
+    for path, why in cases.items():
+        with pytest.raises(ConfigError) as e:
+            RunDirLock(path).acquire()
+        assert "\n" not in str(e.value) and str(path) in str(e.value) and why in str(e.value)
+
+
+def test_a_read_only_run_dir_is_one_line(tmp_path):
+    with tmpfs(tmp_path / "ro", "ro,size=64k") as ro:
+        for path in (ro, ro / "new_run"):
+            with pytest.raises(ConfigError) as e:
+                RunDirLock(path).acquire()
+            msg = str(e.value)
+            assert "\n" not in msg and str(path) in msg and "Read-only file system" in msg, msg
