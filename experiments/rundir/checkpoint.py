@@ -8,7 +8,8 @@
 A step dir is written complete under a temp name and renamed into place, so a run killed at any instant (SIGKILL
 included) leaves the previous checkpoints or the new one, never a half one; `latest()` is the highest step dir.
 `train.keep_last_k` step dirs are kept (older ones are deleted after a new one lands). `best.safetensors` is one
-atomic file. Tied weights (wte = lm_head) are stored once. The lr schedule is a pure function of the step
+atomic file. A write that fails (a full disk, a read-only dir) is one CheckpointWriteError (a ConfigError: one line)
+naming the checkpoint; nothing of it is left and the older ones are intact, so the run resumes from them. Tied weights (wte = lm_head) are stored once. The lr schedule is a pure function of the step
 (experiments.run.schedule), so the step counter is the scheduler state. The RNG states are python, numpy, torch CPU
 (and CUDA) and each rank's data generator, so a resumed run draws the same windows and dropout masks as an
 uninterrupted one. `state.pt` holds python/numpy RNG tuples and so is a pickle: it is read only to resume your own
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from experiments.config.errors import ConfigError
 from experiments.rundir.layout import atomic_write
 
 WEIGHTS = "model.safetensors"
@@ -44,6 +46,24 @@ _STEP_DIR = re.compile(r"^step_(\d{8})$")
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be read back (truncated, garbage, not ours); the message is one line."""
+
+
+class CheckpointWriteError(ConfigError):
+    """A checkpoint that could not be written (a full disk, a read-only dir): one line naming it. Nothing of it is
+    left, and the checkpoints written before are intact, so the run resumes from the last of them."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"cannot write checkpoint {path} ({reason}); the checkpoints before it are intact: free "
+                         f"space, then continue the run with train.resume=true")
+        self.reason = reason
+
+
+def _write_failure(e: BaseException) -> str | None:
+    """Why a write failed when `e` is, or was raised while handling, an OSError (torch.save turns a full disk into
+    a RuntimeError about zip positions); None for anything else."""
+    while e is not None and not isinstance(e, OSError):
+        e = e.__cause__ or e.__context__
+    return None if e is None else (e.strerror or type(e).__name__)
 
 
 def rng_state() -> dict[str, Any]:
@@ -89,7 +109,12 @@ def save_weights(path: str | os.PathLike, model: torch.nn.Module, model_config: 
     tensors = {k: v.cpu() for k, v in unique_tensors(model.state_dict()).items()}
     metadata = {"format": WEIGHTS_FORMAT, "model_config": json.dumps(model_config),
                 **{k: json.dumps(v) for k, v in meta.items()}}
-    atomic_write(path, lambda f: f.write(save(tensors, metadata=metadata)), binary=True)
+    try:
+        atomic_write(path, lambda f: f.write(save(tensors, metadata=metadata)), binary=True)
+    except Exception as e:  # noqa: BLE001 - only a failed write is turned into one line
+        if (reason := _write_failure(e)) is None:
+            raise
+        raise CheckpointWriteError(Path(path), reason) from None
 
 
 def read_weights_meta(path: str | os.PathLike) -> dict[str, Any]:
@@ -153,7 +178,18 @@ class Checkpoints:
 
     def save(self, step: int, model: torch.nn.Module, state: dict[str, Any], model_config: dict[str, Any],
              keep_last_k: int = 1) -> Path:
-        """Write step_<step>/ (weights + training state) under a temp name, rename it into place, prune old ones."""
+        """Write step_<step>/ (weights + training state) under a temp name, rename it into place, prune old ones.
+        A write that fails (full disk, read-only dir) is one CheckpointWriteError; the older step dirs are kept."""
+        try:
+            return self._save(step, model, state, model_config, keep_last_k)
+        except Exception as e:  # noqa: BLE001 - named by the step dir, not by the temp file that failed
+            reason = e.reason if isinstance(e, CheckpointWriteError) else _write_failure(e)
+            if reason is None:
+                raise
+            raise CheckpointWriteError(self.dir / f"step_{step:08d}", reason) from None
+
+    def _save(self, step: int, model: torch.nn.Module, state: dict[str, Any], model_config: dict[str, Any],
+              keep_last_k: int) -> Path:
         self.dir.mkdir(parents=True, exist_ok=True)
         for stale in self.dir.glob(".step_*.tmp*"):  # left by a run killed while writing
             shutil.rmtree(stale, ignore_errors=True)
