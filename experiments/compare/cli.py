@@ -12,18 +12,12 @@ from typing import Sequence
 
 from experiments.compare.report import X_KEYS, build_report, check_out_dir
 from experiments.compare.runs import Run, RunsError
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2) instead of usage + error."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"compare: error: {message} (see --help)\n")
+from tokenizer.cli_args import OneLineParser, UsageError, fail
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m experiments.compare",
-                       description="Compare archlab runs grouped by config; writes an offline report.html.")
+    p = OneLineParser(prog="python -m experiments.compare",
+                      description="Compare archlab runs grouped by config; writes an offline report.html.")
     p.add_argument("paths", nargs="*", help="run dirs, sweep dirs (searched recursively) or globs")
     p.add_argument("--by", nargs="+", metavar="KEY", help="dotted config keys to group by "
                    "(default: every key that differs between runs, except seeds and per-run noise)")
@@ -46,10 +40,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit code (0 ok, 2 bad input)."""
-    parser = _parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse already printed its one-line usage error
+        args = _parser().parse_args(argv)
+    except UsageError as e:
+        return fail("compare", e)
+    except SystemExit as e:  # --help
         return int(e.code or 0)
     try:
         runs: list[Run] = []

@@ -22,14 +22,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from experiments.compare.runs import RunsError
 from experiments.rundir.layout import atomic_write_json
+from tokenizer.cli_args import UsageError, check_writable
 
 MANIFEST = "report_manifest.json"
 WRITTEN_BY = "experiments.compare"
@@ -41,19 +40,12 @@ OWN_NAME = re.compile(r"report\.(html|md)|comparison\.json|(curve|final)_[A-Za-z
 
 
 def try_writing(d: Path, what: str) -> None:
-    """Create a scratch dir in `d`, write a byte into it, delete it; RunsError "`what`: <the OS's reason>" when
-    any of that fails. Example: try_writing(Path("/proc"), "--out /proc is not writable")
-    -> RunsError("--out /proc is not writable: No such file or directory")"""
-    scratch = None
+    """tokenizer.cli_args.check_writable, failing as RunsError. Example: try_writing(Path("/proc"), "--out /proc is
+    not writable") -> RunsError("--out /proc is not writable: No such file or directory")"""
     try:
-        scratch = tempfile.mkdtemp(prefix=".compare-check-", dir=d)
-        with open(os.path.join(scratch, "probe"), "wb") as f:
-            f.write(b"\0")  # a full disk still takes the dir; the write is what fails
-    except OSError as e:
-        raise RunsError(f"{what}: {e.strerror or e}") from None
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        check_writable(d, what)
+    except UsageError as e:
+        raise RunsError(str(e)) from None
 
 
 def is_own_name(name: object) -> bool:

@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 from experiments.findings.data import DataError, full_run_data
 from experiments.findings.registry import FINDINGS, Finding
+from tokenizer.cli_args import OneLineParser, UsageError, non_empty, non_empty_path, positive_int
 
 DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the repo root in practice
 REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
@@ -49,32 +50,24 @@ DATA_OVERRIDE = re.compile(r"^[+~]*data(=|\.|/)")  # data=..., data.paths=..., +
 OWN_OVERRIDE = re.compile(r"^[+~]*hydra(/launcher=|\.sweep\.dir=|\.launcher\.)")  # set by --jobs / --out-dir
 
 
-class UsageError(Exception):
-    """Bad arguments: printed as one line `findings: error: ...`, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, never the usage block
-        raise UsageError(message)
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m experiments.findings", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m experiments.findings", description=__doc__.split("\n\n")[0])
     p.add_argument("name", nargs="?", help="the finding to run (see --list)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data=text 'data.paths=[a.txt]'")
     p.add_argument("--list", action="store_true", help="list the findings and exit")
     p.add_argument("--index", action="store_true", help="rewrite the table of <docs-dir>/README.md from the docs present")
-    p.add_argument("--docs-dir", type=Path, default=DOCS_DIR, help=f"where the finding docs live (default {DOCS_DIR})")
+    p.add_argument("--docs-dir", type=non_empty_path, default=DOCS_DIR,
+                   help=f"where the finding docs live (default {DOCS_DIR})")
     p.add_argument("--smoke", action="store_true", help="a seconds-long version of the sweep (not a result)")
-    p.add_argument("--jobs", type=int, default=None,
+    p.add_argument("--jobs", type=positive_int, default=None,
                    help="runs at a time (1: Hydra's basic launcher, in one process); default 2, with --smoke 1")
-    p.add_argument("--out-dir", type=Path, default=None,
+    p.add_argument("--out-dir", type=non_empty_path, default=None,
                    help="sweep dir (default multirun/findings/<name>/<time>[_smoke]); must be new or empty")
-    p.add_argument("--doc", type=Path, default=None,
+    p.add_argument("--doc", type=non_empty_path, default=None,
                    help="where to write the doc (default <docs-dir>/<name>.md; with --smoke <sweep dir>/<name>.md)")
-    p.add_argument("--from-sweep", type=Path, default=None, metavar="DIR",
+    p.add_argument("--from-sweep", type=non_empty_path, default=None, metavar="DIR",
                    help="no training: rebuild the report and doc of an earlier run of this finding in DIR")
-    p.add_argument("--data-file", default=None, metavar="PATH",
+    p.add_argument("--data-file", type=non_empty, default=None, metavar="PATH",
                    help="a local copy of the pre-registered data file (checked by its sha256), for machines without "
                         "../shared/data; see docs/findings/README.md#data")
     p.add_argument("--resume", action="store_true",
@@ -262,8 +255,6 @@ def run(f: Finding, args: argparse.Namespace) -> int:
         raise UsageError(f"{f.name} {why}")
     smoke = args.smoke
     jobs = args.jobs if args.jobs is not None else 1 if smoke else 2
-    if jobs < 1:
-        raise UsageError(f"--jobs must be >= 1, got {jobs}")
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S") + ("_smoke" if smoke else "")
     sweep_dir = args.out_dir or Path("multirun") / "findings" / f.name / stamp
     if sweep_dir.exists() and (not sweep_dir.is_dir() or any(sweep_dir.iterdir())):

@@ -14,10 +14,13 @@ with `<|endoftext|>` as bos / eos when the tokenizer has it (also the model's bo
 the ids of `tok.encode(text, allowed_special="all")` (HF always parses special-token text). `--to tiktoken`
 writes tokenizer.formats.export_tiktoken's ranks file (refused when tiktoken's rank rule would give other ids);
 the pattern and special tokens go to tiktoken.Encoding as the printed line shows.
-Outputs: an existing non-empty --out is refused unless --force; --force replaces only the files export writes
-(each written into a temp dir inside --out, then moved into place) and deletes nothing else. --out may not be the
-run dir. A killed export can leave its hidden `.export-*` temp dir in --out. Errors are one line,
-`export: error: ...`, exit 2. Needs transformers for --to hf only.
+Outputs (experiments/use/export_dir.py): an existing non-empty --out is refused unless --force; --force replaces
+only files an earlier export wrote there (export_manifest.json lists them), never the user's own files or a run's
+(--out may not be the run dir or inside its checkpoints/), and deletes nothing. Files are written into a temp dir
+inside --out, then moved into place; a failed write (a full disk, a read-only dir) is one line naming --out and
+leaves every file as it was. A killed export can leave its hidden `.export-*` temp dir in --out. Errors are one
+line, `export: error: ...`, exit 2, before the run is loaded where the value alone is wrong (a run dir that does
+not exist, an unknown --which, an --out export may not write). Needs transformers for --to hf only.
 Not handled: encoder-decoder runs, dtype conversion (weights stay fp32), sharded output, pushing to the Hub.
 """
 
@@ -25,50 +28,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from arch.convert import hf_problem, to_hf
-from experiments.use.load import RunLoadError, load_run, load_tokenizer
-from experiments.rundir.layout import RunDir, RunDirError
+from experiments.use.export_dir import ExportDir, ExportError
+from experiments.use.load import RunLoadError, load_run, load_run_tokenizer, open_run_dir, read_config
+from tokenizer.cli_args import OneLineParser, UsageError, fail, non_empty
 
 EOT = "<|endoftext|>"
-TARGETS = ("hf", "hf-tokenizer", "tiktoken")
-
-
-class ExportError(ValueError):
-    """An export that cannot be done; printed as one line, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line instead of usage + error
-        raise ExportError(message)
+NAMES = {"hf": ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                "tokenizer_config.json"),
+         "hf-tokenizer": ("tokenizer.json", "tokenizer_config.json"),
+         "tiktoken": ("tokenizer.tiktoken",)}  # the files each target writes
+TARGETS = tuple(NAMES)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = _Parser(prog="python -m experiments.export", description=__doc__.split("\n\n")[0])
-    p.add_argument("run_dir", help="a run dir (holds config.yaml, tokenizer.json and checkpoints/)")
+    p = OneLineParser(prog="python -m experiments.export", description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", type=non_empty, help="a run dir (holds config.yaml, tokenizer.json and checkpoints/)")
     p.add_argument("--to", required=True, choices=TARGETS, help="hf: model + tokenizer; hf-tokenizer / tiktoken: "
                    "the tokenizer alone")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
-    p.add_argument("--which", default="best", help="best | last | a step number (default: best; --to hf only)")
-    p.add_argument("--force", action="store_true", help="replace the files export writes in an existing --out")
+    p.add_argument("--out", type=non_empty, required=True, metavar="DIR", help="output directory (created if missing)")
+    p.add_argument("--which", type=non_empty, default="best",
+                   help="best | last | a step number (default: best; --to hf only)")
+    p.add_argument("--force", action="store_true", help="replace the files an earlier export wrote in --out")
     return p.parse_args(argv)
-
-
-def check_out(out: Path, run_dir: Path, force: bool) -> None:
-    """Refuse a --out that is a file, the run dir itself, or a non-empty dir (without --force)."""
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"--out {out} is a file; give a directory")
-    if out.exists() and os.path.samefile(out, run_dir):
-        raise ExportError(f"--out {out} is the run dir; write the export to another directory (e.g. {out}/hf)")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ExportError(f"--out {out} exists and is not empty; pass --force to replace the files export writes")
 
 
 def tokenizer_config(tok, n_ctx: int | None = None) -> dict[str, Any]:
@@ -115,42 +102,18 @@ def _write_tiktoken(tok, tmp: Path) -> None:
 
 def export(a: argparse.Namespace):
     """Write the export `a.to` into `a.out`; returns (the paths written, the run's tokenizer)."""
-    run_dir, out = Path(a.run_dir), Path(a.out)
-    if not run_dir.is_dir():
-        raise RunLoadError(f"{run_dir} is not a directory")
-    check_out(out, run_dir, a.force)
+    rd = open_run_dir(a.run_dir)
+    out = ExportDir(Path(a.out), rd.path, force=a.force)
+    out.check(NAMES[a.to])
     if a.to == "hf":
-        model, tok, _ = load_run(run_dir, which=a.which)
+        model, tok, _ = load_run(rd.path, which=a.which)
         if (why := hf_problem(model)) is not None:  # refused before anything is written
             raise ExportError(str(why))
         write = partial(_write_hf_model, model, tok)
     else:
-        try:
-            cfg = RunDir(run_dir).read_config()
-        except RunDirError as e:
-            raise RunLoadError(str(e)) from None
-        tok = load_tokenizer(run_dir, cfg)
+        tok = load_run_tokenizer(rd.path, read_config(rd))
         write = partial(_write_hf_tokenizer if a.to == "hf-tokenizer" else _write_tiktoken, tok)
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".export-"))
-    try:
-        write(tmp)
-        names = sorted(p.name for p in tmp.iterdir())
-        for name in names:
-            if (out / name).is_dir():
-                raise ExportError(f"{out / name} is a directory; export writes a file there")
-        for name in names:
-            os.replace(tmp / name, out / name)
-    except BaseException:
-        if created:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not any(out.iterdir()):
-                out.rmdir()
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # the temp dir export made; nothing else is removed
-    return [out / name for name in names], tok
+    return out.write(write), tok
 
 
 def usage_hint(a: argparse.Namespace, tok, written: list[Path]) -> str:
@@ -167,9 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         a = parse_args(argv)
         written, tok = export(a)
-    except (ExportError, RunLoadError, OSError) as e:
-        print(f"export: error: {e}", file=sys.stderr)
-        return 2
+    except (UsageError, ExportError, RunLoadError, OSError) as e:
+        return fail("export", e)
     print(f"wrote {', '.join(p.name for p in written)} to {a.out}")
     print(f"  {usage_hint(a, tok, written)}")
     return 0

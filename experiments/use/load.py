@@ -10,7 +10,9 @@ built from the ModelConfig stored in the weights file's metadata and put in eval
 safetensors (no pickle). The tokenizer is the run dir's tokenizer.json (runs from before it was copied there: the
 cache path in config.yaml). `cfg` is config.yaml as a plain dict.
 Used by `python -m experiments.sample`, `experiments.use.evaluate.cli` and `experiments.use.export`. A run dir that cannot
-be loaded raises RunLoadError, one line that names the file and what is missing.
+be loaded (no directory there, no config.yaml, no checkpoint, no such `which`, a corrupt file) and a `device` this
+machine does not have raise RunLoadError, one line that names the path or value and what is wrong, before any
+weights are read.
 Also read: the single checkpoints/last.pt of runs from before safetensors (that one is a pickle).
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 
 import torch
 
+from experiments.run.distributed import unavailable
 from experiments.rundir.checkpoint import WEIGHTS, CheckpointError, Checkpoints, load_weights, read_weights_meta
 from experiments.rundir.layout import RunDir, RunDirError
 
@@ -32,13 +35,38 @@ class RunLoadError(ValueError):
     """A run dir that cannot be loaded; the message is one line."""
 
 
-def weights_path(run_dir: str | os.PathLike, which: str | int = "best") -> Path:
-    """The weights file `which` names in a run dir (see the module docstring)."""
+def open_run_dir(run_dir: str | os.PathLike) -> RunDir:
+    """RunDir(run_dir), refused when there is no directory at that path."""
     rd = RunDir(run_dir)
     if not rd.path.is_dir():
-        raise RunLoadError(f"{rd.path} is not a directory")
+        raise RunLoadError(f"run dir {rd.path} {'is not a directory' if rd.path.exists() else 'does not exist'}")
+    return rd
+
+
+def read_config(rd: RunDir) -> dict[str, Any] | None:
+    """The run's config.yaml as a dict (None when there is none); a corrupt one is a RunLoadError."""
+    try:
+        return rd.read_config()
+    except RunDirError as e:
+        raise RunLoadError(str(e)) from None
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """`device` as a torch.device, refused when torch does not know it or this machine does not have it."""
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise RunLoadError(f"unknown device {str(device)!r}; choose cpu, cuda, cuda:N or mps") from None
+    if (why := unavailable(d)) is not None:
+        raise RunLoadError(f"device {str(device)!r}: {why}")
+    return d
+
+
+def weights_path(run_dir: str | os.PathLike, which: str | int = "best") -> Path:
+    """The weights file `which` names in a run dir (see the module docstring)."""
+    rd = open_run_dir(run_dir)
     ckpts = Checkpoints(rd.checkpoint_dir)
-    if isinstance(which, int) or str(which).isdigit():
+    if isinstance(which, int) or str(which).isdecimal():
         path = ckpts.dir / f"step_{int(which):08d}" / WEIGHTS
         if not path.exists():
             kept = ", ".join(p.name.removeprefix("step_").lstrip("0") or "0" for p in ckpts.step_dirs()) or "none"
@@ -54,7 +82,7 @@ def weights_path(run_dir: str | os.PathLike, which: str | int = "best") -> Path:
     return latest if latest.is_file() else latest / WEIGHTS
 
 
-def tokenizer_file(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None) -> Path:
+def run_tokenizer_file(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None) -> Path:
     """The run's tokenizer file: its tokenizer.json, else (older runs) the cache path config.yaml names."""
     rd = RunDir(run_dir)
     path = rd.tokenizer_path
@@ -65,10 +93,10 @@ def tokenizer_file(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None
     return path
 
 
-def load_tokenizer(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None):
+def load_run_tokenizer(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None):
     from tokenizer import Tokenizer
 
-    path = tokenizer_file(run_dir, cfg)
+    path = run_tokenizer_file(run_dir, cfg)
     try:
         return Tokenizer.load(path)
     except ValueError as e:
@@ -86,11 +114,9 @@ def load_run(run_dir: str | os.PathLike, which: str | int = "best", device: str 
     """(model in eval mode on `device`, tokenizer, cfg dict) of a run dir; see the module docstring."""
     from arch import build_model
 
-    rd = RunDir(run_dir)
-    try:
-        cfg = rd.read_config()
-    except RunDirError as e:
-        raise RunLoadError(str(e)) from None
+    check_device(device)
+    rd = open_run_dir(run_dir)
+    cfg = read_config(rd)
     if cfg is None:
         raise RunLoadError(f"{rd.path} has no config.yaml; is it a run dir?")
     path = weights_path(rd.path, which)
@@ -104,4 +130,4 @@ def load_run(run_dir: str | os.PathLike, which: str | int = "best", device: str 
             model.load_state_dict(state["model"])
     except CheckpointError as e:
         raise RunLoadError(str(e)) from None
-    return model.to(device).eval(), load_tokenizer(rd.path, cfg), cfg
+    return model.to(device).eval(), load_run_tokenizer(rd.path, cfg), cfg

@@ -11,7 +11,11 @@ search ranks by the summed log-probability). Tokens are printed as they are chos
 across tokens is printed once its last byte arrives. Generation stops at `<|endoftext|>` when the tokenizer has
 it. An empty prompt starts from `<|endoftext|>` (as GPT-2 does). `--seed` makes sampling reproducible: the same
 seed gives the same text. Samples are generated one after another, each under a `--- sample i ---` line when
-there are several. Errors (bad run dir, bad values) are one line, `sample: error: ...`, exit 2.
+there are several. Errors are one line, `sample: error: ...`, exit 2, before the run is loaded where the value
+alone is wrong: a number out of its range (`--max-new-tokens 0`, a negative or non-finite `--temperature`,
+`--top-p` outside (0, 1]), a run dir that does not exist or holds no checkpoint, an unknown `--which` or
+`--device`, a `--prompt-file` that cannot be read or is not UTF-8; stdout that cannot be written (a full disk, a
+closed file) names it; a closed pipe (`| head`) ends quietly with status 0.
 Seq2seq (encoder-decoder) runs take `--src TEXT`: the decoder starts from `<|bos|>` and stops at `<|eos|>`.
 Not handled: batching several prompts or sources.
 """
@@ -20,73 +24,86 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import os
 import sys
 
 import torch
 
 from arch.generate import generate
-from experiments.use.load import RunLoadError, load_run
+from experiments.use.load import RunLoadError, check_device, load_run
+from tokenizer.cli_args import (OneLineParser, UsageError, fail, float_in, int_in, non_empty, non_negative_float,
+                                positive_int, quiet_stdout, read_text_file)
+from tokenizer.outputs import OutputError
 
 EOT = "<|endoftext|>"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m experiments.sample", description=__doc__.split("\n\n")[0])
-    p.add_argument("run_dir")
+    p = OneLineParser(prog="python -m experiments.sample", description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", type=non_empty)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prompt", default="", help="text to continue (default: empty = start of a document)")
-    src.add_argument("--prompt-file", help="read the prompt from this file")
+    src.add_argument("--prompt-file", type=non_empty, help="read the prompt from this UTF-8 file")
     p.add_argument("--src", help="seq2seq runs: the source to transform (the decoder starts from <|bos|>)")
-    p.add_argument("--max-new-tokens", type=int, default=100)
-    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--num-beams", type=int, default=1)
-    p.add_argument("--num-samples", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--which", default="best", help="best | last | a step number (default: best)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--max-new-tokens", type=positive_int, default=100)
+    p.add_argument("--temperature", type=non_negative_float, default=1.0, help="0 = greedy")
+    p.add_argument("--top-k", type=positive_int, default=None)
+    p.add_argument("--top-p", type=float_in(0, 1, low_open=True), default=None, help="in (0, 1]")
+    p.add_argument("--num-beams", type=positive_int, default=1)
+    p.add_argument("--num-samples", type=positive_int, default=1)
+    p.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0)
+    p.add_argument("--which", type=non_empty, default="best", help="best | last | a step number (default: best)")
+    p.add_argument("--device", type=non_empty, default="cpu", help="cpu | cuda | cuda:N | mps (default: cpu)")
     return p.parse_args(argv)
 
 
+def stream_name(out) -> str:
+    """What a text stream writes to, for an error line. Example: stdout redirected to /dev/full ->
+    "stdout (/dev/full)"."""
+    name = "stdout" if out is sys.stdout else str(getattr(out, "name", "the output"))
+    try:
+        return f"{name} ({os.readlink(f'/proc/self/fd/{out.fileno()}')})"
+    except (OSError, ValueError, AttributeError):  # not Linux, or not a real file (a test's StringIO)
+        return name
+
+
 class Printer:
-    """Writes token bytes to a text stream as complete UTF-8 characters (an incremental decoder)."""
+    """Writes text and token bytes to a text stream, tokens as complete UTF-8 characters (an incremental decoder).
+    A failed write (a full disk) is an OutputError naming the stream; a closed pipe stays a BrokenPipeError."""
 
     def __init__(self, tok, out) -> None:
         self.tok, self.out = tok, out
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
+    def write(self, text: str) -> None:
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(f"cannot write {stream_name(self.out)}: {e.strerror or e}") from None
+
     def __call__(self, ids: list[int]) -> None:
-        self.out.write(self.decoder.decode(self.tok.decode_bytes(ids)))
-        self.out.flush()
+        self.write(self.decoder.decode(self.tok.decode_bytes(ids)))
 
     def close(self) -> None:
-        self.out.write(self.decoder.decode(b"", final=True) + "\n")
-        self.out.flush()
+        self.write(self.decoder.decode(b"", final=True) + "\n")
 
 
-def check_args(a: argparse.Namespace) -> str | None:
-    """The first bad value as a message, else None (before the run is loaded)."""
-    if a.max_new_tokens < 1:
-        return f"--max-new-tokens must be >= 1, got {a.max_new_tokens}"
-    if a.temperature < 0:
-        return f"--temperature must be >= 0, got {a.temperature}"
-    if a.top_k is not None and a.top_k < 1:
-        return f"--top-k must be >= 1, got {a.top_k}"
-    if a.top_p is not None and not 0 < a.top_p <= 1:
-        return f"--top-p must be in (0, 1], got {a.top_p}"
-    if a.num_beams < 1 or a.num_samples < 1:
-        return "--num-beams and --num-samples must be >= 1"
+def check_args(a: argparse.Namespace) -> None:
+    """Refuse a combination of values (each value's own range is its argparse type's), before the run is loaded."""
     if a.num_beams > 1 and (a.top_k or a.top_p):
-        return "--num-beams searches; it takes no --top-k / --top-p"
-    return None
+        raise UsageError("--num-beams searches; it takes no --top-k / --top-p")
+    check_device(a.device)
 
 
 def sample(a: argparse.Namespace, out=None) -> list[str]:
     """Generate `a.num_samples` continuations, streaming them to `out` (stdout); returns their texts (no prompt)."""
+    check_args(a)
     out = out or sys.stdout
+    prompt = a.prompt if a.prompt_file is None else read_text_file(a.prompt_file, "--prompt-file")
     model, tok, _ = load_run(a.run_dir, which=a.which, device=a.device)
-    prompt = a.prompt if a.prompt_file is None else open(a.prompt_file, encoding="utf-8").read()
     seq2seq = hasattr(model, "encoder")
     if seq2seq != (a.src is not None):
         raise RunLoadError("this run is an encoder-decoder: pass --src TEXT" if seq2seq else
@@ -109,10 +126,10 @@ def sample(a: argparse.Namespace, out=None) -> list[str]:
     prompt_ids = torch.tensor([ids], device=a.device)
     texts = []
     for i in range(a.num_samples):
-        if a.num_samples > 1:
-            out.write(f"--- sample {i} ---\n")
-        out.write(prompt)
         printer = Printer(tok, out)
+        if a.num_samples > 1:
+            printer.write(f"--- sample {i} ---\n")
+        printer.write(prompt)
         generator = torch.Generator(device=a.device).manual_seed(a.seed + i)
         stream = None if a.num_beams > 1 else (lambda nxt: None if int(nxt[0]) == eot else printer([int(nxt[0])]))
         result = generate(model, prompt_ids, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
@@ -127,15 +144,16 @@ def sample(a: argparse.Namespace, out=None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parse_args(argv)
-    bad = check_args(a)
     try:
-        if bad:
-            raise RunLoadError(bad)
-        sample(a)
-    except (RunLoadError, OSError) as e:
-        print(f"sample: error: {e}", file=sys.stderr)
-        return 2
+        sample(parse_args(argv))
+    except BrokenPipeError:  # `... | head`: the reader went away, which is fine
+        quiet_stdout()
+        return 0
+    except OutputError as e:
+        quiet_stdout()  # the unwritten rest would fail again at exit
+        return fail("sample", e)
+    except (UsageError, RunLoadError, OSError) as e:
+        return fail("sample", e)
     return 0
 
 

@@ -1,7 +1,8 @@
 """`python -m experiments.export`: a trained run exported to HF loads offline with transformers and gives the
 same ids (AutoTokenizer vs our tokenizer) and the same logits (AutoModelForCausalLM vs load_run, fp32, atol 1e-5)
 for a GPT-2-shaped and a Llama-shaped (rope, rmsnorm, swiglu, no bias, multi-query) run; tokenizer-only exports
-(hf-tokenizer, tiktoken); refusals (alibi, existing --out, --out = run dir) are one line, exit 2."""
+(hf-tokenizer, tiktoken); refusals (alibi, existing --out, a file export did not write) are one line, exit 2.
+The --out rules as a property, full disks and read-only dirs: test_use_outputs.py."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_hf_export_same_ids_and_logits(runs, tmp_path, offline, capsys, family, 
     assert main([str(runs[family]), "--to", "hf", "--out", str(out)]) == 0
     assert "AutoModelForCausalLM.from_pretrained" in capsys.readouterr().out
     assert {p.name for p in out.iterdir()} == {"config.json", "generation_config.json", "model.safetensors",
-                                               "tokenizer.json", "tokenizer_config.json"}
+                                               "tokenizer.json", "tokenizer_config.json", "export_manifest.json"}
     model, tok, _ = load_run(runs[family])
     hf_tok = transformers.AutoTokenizer.from_pretrained(out)
     hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
@@ -77,7 +78,7 @@ def test_hf_tokenizer_and_tiktoken_exports(runs, tmp_path, offline):
     _, tok, _ = load_run(runs["gpt2"])
     out = tmp_path / "tok"
     assert main([str(runs["gpt2"]), "--to", "hf-tokenizer", "--out", str(out)]) == 0
-    assert {p.name for p in out.iterdir()} == {"tokenizer.json", "tokenizer_config.json"}
+    assert {p.name for p in out.iterdir()} == {"tokenizer.json", "tokenizer_config.json", "export_manifest.json"}
     hf_tok = transformers.AutoTokenizer.from_pretrained(out)
     for text in TEXTS:
         assert hf_tok.encode(text) == tok.encode(text, allowed_special="all"), text
@@ -101,20 +102,26 @@ def test_alibi_refused_before_anything_is_written(runs, tmp_path, capsys):
     assert not out.exists()
 
 
-def test_existing_out_needs_force_and_force_replaces_only_its_files(runs, tmp_path, capsys):
+def test_existing_out_needs_force_and_force_replaces_only_what_export_wrote(runs, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    (out / "tokenizer.json").write_text("stale")
     assert main([str(runs["gpt2"]), "--to", "hf-tokenizer", "--out", str(out)]) == 2
     assert "exists and is not empty; pass --force" in _one_error_line(capsys)
-    assert (out / "tokenizer.json").read_text() == "stale"
     assert main([str(runs["gpt2"]), "--to", "hf-tokenizer", "--out", str(out), "--force"]) == 0
-    assert (out / "notes.txt").read_text() == "mine" and (out / "tokenizer.json").read_text() != "stale"
-    assert {p.name for p in out.iterdir()} == {"notes.txt", "tokenizer.json", "tokenizer_config.json"}  # no temp dir
-    # --out = the run dir is refused even with --force (its tokenizer.json would be replaced)
-    assert main([str(runs["gpt2"]), "--to", "hf-tokenizer", "--out", str(runs["gpt2"]), "--force"]) == 2
-    assert "is the run dir" in _one_error_line(capsys)
+    exported = (out / "tokenizer.json").read_bytes()
+    (out / "tokenizer.json").write_text("stale")  # export wrote this one: --force replaces it
+    assert main([str(runs["gpt2"]), "--to", "hf-tokenizer", "--out", str(out), "--force"]) == 0
+    assert (out / "notes.txt").read_text() == "mine" and (out / "tokenizer.json").read_bytes() == exported
+    assert {p.name for p in out.iterdir()} == {"notes.txt", "tokenizer.json", "tokenizer_config.json",
+                                               "export_manifest.json"}  # no temp dir
+    # a tokenizer.json export did not write is never replaced, even with --force
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "tokenizer.json").write_text("mine")
+    assert main([str(runs["gpt2"]), "--to", "hf-tokenizer", "--out", str(theirs), "--force"]) == 2
+    assert "already holds tokenizer.json, which export did not write" in _one_error_line(capsys)
+    assert [p.name for p in theirs.iterdir()] == ["tokenizer.json"] and (theirs / "tokenizer.json").read_text() == "mine"
 
 
 @pytest.mark.parametrize("args,msg", [(["--to", "onnx"], "invalid choice: 'onnx'"),

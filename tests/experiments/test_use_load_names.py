@@ -1,6 +1,6 @@
 """One name per meaning for reading runs: `load_run` is experiments/use/load.py's (model, tokenizer, cfg) alone; the
-comparison report reads run dirs into `Run` records with `read_run` / `read_runs`. Each of these names is defined
-once in the product packages."""
+comparison report reads run dirs into `Run` records with `read_run` / `read_runs`; the run's tokenizer is
+`load_run_tokenizer`. Each of these names is defined once in the product packages."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from experiments.use import load
 
 from .conftest import REPO
 
-NAMES = ("load_run", "read_run", "read_runs")
+NAMES = ("load_run", "read_run", "read_runs", "load_run_tokenizer", "run_tokenizer_file")
 
 
 def definitions() -> dict[str, list[str]]:

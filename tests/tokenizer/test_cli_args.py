@@ -31,7 +31,8 @@ def test_int_in_accepts_exactly_its_range(value, low, span):
 @given(value=st.floats(allow_nan=True, allow_infinity=True), low_open=st.booleans(), high_open=st.booleans())
 def test_float_in_accepts_exactly_finite_values_in_its_range(value, low_open, high_open):
     parse = float_in(0, 1, low_open=low_open, high_open=high_open)
-    inside = math.isfinite(value) and (0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)
+    inside = (math.isfinite(value) and (0 < value if low_open else 0 <= value)
+              and (value < 1 if high_open else value <= 1))
     if inside:
         assert parse(repr(value)) == value
     else:
@@ -71,7 +72,8 @@ def test_parser_error_is_one_line_usage_error(argv, words):
 
 
 def test_one_line_of_an_os_error_names_the_path():
-    assert one_line(FileNotFoundError(2, "No such file or directory", "a b.txt")) == "No such file or directory: a b.txt"
+    missing = FileNotFoundError(2, "No such file or directory", "a b.txt")
+    assert one_line(missing) == "No such file or directory: a b.txt"
     assert one_line(ValueError("two\nlines")) == "two lines"
 
 

@@ -13,7 +13,10 @@ k·n_ctx, `nonoverlap` and `sliding`. Byte-level BPE encodes every string lossle
 its characters; the round trip decode(encode(text)) == text is still checked and a failure is one line (it would
 mean a broken tokenizer file). bits per byte = nats / ln 2 / (UTF-8 bytes of the text / tokens).
 Without --text or data overrides: the run's own validation split, rebuilt from its config.yaml (the corpus must
-still be where the run read it). Errors are one line, `evaluate: error: ...`, exit 2.
+still be where the run read it). Errors are one line, `evaluate: error: ...`, exit 2, before the run is loaded
+where the value alone is wrong: a number out of its range (`--factors 0`, `--max-tokens 0`, `--batch-size 0`), a
+run dir that does not exist or holds no checkpoint, an unknown `--which` or `--device`, a `--text` file that
+cannot be read or is not UTF-8.
 Not handled: document boundaries inside --text files (files are joined with a newline).
 """
 
@@ -22,14 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from experiments.config.errors import ConfigError
-from experiments.use.load import RunLoadError, load_run
+from experiments.use.load import RunLoadError, check_device, load_run, run_tokenizer_file
+from tokenizer.cli_args import OneLineParser, UsageError, fail, non_empty, positive_int, read_text_file
 
 
 class EvalError(ValueError):
@@ -37,15 +39,17 @@ class EvalError(ValueError):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m experiments.evaluate", description=__doc__.split("\n\n")[0])
-    p.add_argument("run_dir", help="a run dir (holds config.yaml and checkpoints/)")
+    p = OneLineParser(prog="python -m experiments.evaluate", description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", type=non_empty, help="a run dir (holds config.yaml and checkpoints/)")
     p.add_argument("overrides", nargs="*", help="data config overrides, e.g. data=text 'data.paths=[a.txt]'")
-    p.add_argument("--text", nargs="+", metavar="FILE", help="score these text files (globs allowed) instead")
-    p.add_argument("--which", default="best", help="best | last | a step number (default: best)")
-    p.add_argument("--factors", type=int, nargs="+", default=[1, 2, 4, 8], help="extrapolation lengths, x n_ctx")
-    p.add_argument("--max-tokens", type=int, default=65536, help="tokens scored at most (default: 65536)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--text", nargs="+", type=non_empty, metavar="FILE",
+                   help="score these UTF-8 text files (globs allowed) instead")
+    p.add_argument("--which", type=non_empty, default="best", help="best | last | a step number (default: best)")
+    p.add_argument("--factors", type=positive_int, nargs="+", default=[1, 2, 4, 8],
+                   help="extrapolation lengths, x n_ctx")
+    p.add_argument("--max-tokens", type=positive_int, default=65536, help="tokens scored at most (default: 65536)")
+    p.add_argument("--batch-size", type=positive_int, default=8)
+    p.add_argument("--device", type=non_empty, default="cpu", help="cpu | cuda | cuda:N | mps (default: cpu)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     return p.parse_args(argv)
 
@@ -57,10 +61,7 @@ def _read_texts(patterns: list[str]) -> str:
         paths = expand_paths(patterns)
     except ConfigError as e:
         raise EvalError(str(e)) from None
-    try:
-        return "\n".join(p.read_text(encoding="utf-8") for p in paths)
-    except (OSError, UnicodeDecodeError) as e:
-        raise EvalError(f"cannot read --text: {e}") from None
+    return "\n".join(read_text_file(p, "--text") for p in paths)
 
 
 def _encode(tok, text: str) -> tuple[np.ndarray, float]:
@@ -73,25 +74,37 @@ def _encode(tok, text: str) -> tuple[np.ndarray, float]:
     return np.asarray(ids, dtype=np.int64), len(text.encode("utf-8", errors="surrogatepass")) / len(ids)
 
 
-def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok) -> tuple[np.ndarray, float, str]:
-    """(ids, bytes per token, what was scored)."""
-    if args.text:
-        ids, bpt = _encode(tok, _read_texts(args.text))
-        return ids, bpt, " ".join(args.text)
-    from experiments.config.compose import compose_config
+def _check_overrides(overrides: list[str]) -> None:
+    bad = [o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith("data")]
+    if bad:
+        raise EvalError(f"only data overrides are accepted here, got {bad[0]!r}")
+
+
+def _data_config(overrides: list[str], cfg: dict[str, Any], task: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+    """The run's data config, or the one `overrides` compose (after `task`) with the run's cache_dir; a composition
+    Hydra refuses (an unknown data option or key) is one EvalError line, Hydra's first."""
     from experiments.config.check import to_plain
-    from experiments.use.load import tokenizer_file
+    from experiments.config.compose import compose_config
+
+    if not overrides:
+        return dict(cfg["data"])
+    try:
+        data_cfg = to_plain(compose_config([*task, *overrides]))["data"]
+    except Exception as e:  # noqa: BLE001 - Hydra's composition errors: each becomes one line
+        raise EvalError(f"cannot use the data overrides: {(str(e).splitlines() or [type(e).__name__])[0]}") from None
+    return {**data_cfg, "cache_dir": cfg["data"].get("cache_dir", data_cfg.get("cache_dir"))}
+
+
+def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok, text: str | None) -> tuple[np.ndarray, float, str]:
+    """(ids, bytes per token, what was scored): of `text` (the --text files), else of the data config."""
+    if text is not None:
+        ids, bpt = _encode(tok, text)
+        return ids, bpt, " ".join(args.text)
     from experiments.data.cache import prepare_data
 
-    data_cfg = dict(cfg["data"])
-    if args.overrides:
-        bad = [o for o in args.overrides if not o.split("=", 1)[0].lstrip("+").startswith("data")]
-        if bad:
-            raise EvalError(f"only data overrides are accepted here, got {bad[0]!r}")
-        data_cfg = to_plain(compose_config(args.overrides))["data"]
-        data_cfg["cache_dir"] = cfg["data"].get("cache_dir", data_cfg.get("cache_dir"))
+    data_cfg = _data_config(args.overrides, cfg)
     try:  # the run's own tokenizer file, as `tokenizer=load` (data=tokens files must have been encoded with it)
-        prepared = prepare_data(data_cfg, {"mode": "load", "path": str(tokenizer_file(args.run_dir, cfg))},
+        prepared = prepare_data(data_cfg, {"mode": "load", "path": str(run_tokenizer_file(args.run_dir, cfg))},
                                 data_cfg["cache_dir"])
     except ConfigError as e:
         raise EvalError(str(e)) from None
@@ -102,10 +115,13 @@ def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok) -> tuple[np.ndar
 def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     from experiments.run.eval_lm import evaluate_model, length_extrapolation
 
+    check_device(args.device)
+    _check_overrides(args.overrides)
+    text = _read_texts(args.text) if args.text else None  # before the weights: a bad file is a bad argument
     model, tok, cfg = load_run(args.run_dir, which=args.which, device=args.device)
     if hasattr(model, "encoder"):
         return evaluate_seq2seq_run(args, model, cfg)
-    ids, bpt, what = _tokens(args, cfg, tok)
+    ids, bpt, what = _tokens(args, cfg, tok, text)
     n_ctx = int(cfg["train"]["n_ctx"])
     ids = ids[: max(args.max_tokens, n_ctx + 1)]
     if len(ids) < n_ctx + 1:
@@ -121,19 +137,14 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate_seq2seq_run(args: argparse.Namespace, model, cfg: dict[str, Any]) -> dict[str, Any]:
     """An encoder-decoder run: loss, token accuracy and exact match (overall and per length) on the test split of
     its data config (or of `data...` overrides), with the run's own tokenizer."""
-    from experiments.config.compose import compose_config
-    from experiments.config.check import to_plain
-    from experiments.use.load import tokenizer_file
     from experiments.data.pairs import prepare_pairs
     from experiments.run.eval_seq2seq import evaluate_seq2seq
 
     if args.text:
         raise EvalError("--text scores a language model; an encoder-decoder run is scored on pairs (data=... overrides)")
-    data_cfg = dict(cfg["data"])
-    if args.overrides:
-        data_cfg = {**to_plain(compose_config(["task=seq2seq", *args.overrides]))["data"], "cache_dir": data_cfg.get("cache_dir")}
+    data_cfg = _data_config(args.overrides, cfg, task=["task=seq2seq"])
     try:
-        p = prepare_pairs(data_cfg, {"mode": "load", "path": str(tokenizer_file(args.run_dir, cfg))}, data_cfg["cache_dir"])
+        p = prepare_pairs(data_cfg, {"mode": "load", "path": str(run_tokenizer_file(args.run_dir, cfg))}, data_cfg["cache_dir"])
     except ConfigError as e:
         raise EvalError(str(e)) from None
     r = evaluate_seq2seq(model, p.test, pad_id=p.pad_id, bos_id=p.bos_id, eos_id=p.eos_id, batch_size=args.batch_size,
@@ -165,14 +176,10 @@ def format_table(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if not Path(args.run_dir).is_dir():
-        print(f"evaluate: error: {args.run_dir} is not a directory", file=sys.stderr)
-        return 2
     try:
+        args = parse_args(argv)
         result = evaluate_run(args)
-    except (EvalError, RunLoadError) as e:
-        print(f"evaluate: error: {e}", file=sys.stderr)
-        return 2
+    except (UsageError, EvalError, RunLoadError) as e:
+        return fail("evaluate", e)
     print(json.dumps(result, indent=1) if args.json else format_table(result))
     return 0
