@@ -143,7 +143,7 @@ def breakdown(run_dir: Path, steps: int, warmup: int, device: str) -> dict[str, 
 
     from experiments.data.corpus import WindowSampler
     from experiments.rundir.tracking import Tracker
-    from experiments.run.train import layer_grad_norms
+    from experiments.run.grad_norms import layer_grad_norms
 
     saved, model, opt, B, T, dev = run_model_and_optimizer(run_dir, device)
     tokens = np.random.default_rng(0).integers(0, model.cfg.vocab_size, 1_000_000).astype(np.uint16)

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from experiments.rundir.layout import RUN_MARKERS, STATUSES, RunDir, RunDirError
+from experiments.rundir.layout import RUN_MARKERS, RunDir, RunDirError, RunStatus
 from experiments.rundir.tracking import flatten_config
 
 # Never searched for runs: a run dir's own subdirs and the report's output.
 SKIP_DIRS = {".hydra", "checkpoints", "wandb", "report", "__pycache__", ".git"}
 # Statuses whose runs never enter a group's means (they are listed with their reason instead).
-EXCLUDED_STATUSES = ("diverged", "interrupted", "failed")
+EXCLUDED_STATUSES = tuple(s for s in RunStatus if s.ended_early)  # diverged, interrupted, failed
 
 
 class RunsError(ValueError):
@@ -56,10 +56,9 @@ class Run:
 
     @property
     def status(self) -> str:
-        """One of rundir.STATUSES (`running` when there is no summary yet: still running or killed early);
-        an unknown status string is kept as is."""
-        status = self.summary.get("status") or "running"
-        return status if status in STATUSES else str(status)
+        """One of rundir's RunStatus values (`running` when there is no summary yet: still running or killed
+        early); an unknown status string is kept as is."""
+        return str(self.summary.get("status") or RunStatus.RUNNING)
 
     @property
     def reason(self) -> str:

@@ -14,7 +14,7 @@ import os
 from typing import Any, Iterable
 
 from experiments.compare.runs import Run, RunsError
-from experiments.rundir.layout import STATUSES
+from experiments.rundir.layout import RunStatus
 
 WANDB_STATES = {"finished": "completed", "crashed": "failed", "failed": "failed", "killed": "failed", "running": "running"}
 
@@ -43,7 +43,7 @@ def run_from_wandb(wr: Any, history: Iterable[dict[str, Any]] | None = None) -> 
     extrap = {k: v for k, v in summary.items() if str(k).startswith("extrap/")}
     if extrap and not isinstance(summary.get("extrap"), dict):
         summary["extrap"] = extrap
-    if summary.get("status") not in STATUSES:
+    if RunStatus.of(summary.get("status")) is None:
         summary["status"] = WANDB_STATES.get(getattr(wr, "state", ""), "failed")
     metrics = []
     for row in history if history is not None else wr.scan_history():

@@ -41,11 +41,13 @@ from typing import Any, Sequence
 
 from experiments.findings.data import DataError, full_run_data
 from experiments.findings.registry import FINDINGS, Finding
+from experiments.rundir.layout import RunStatus
 from tokenizer.cli_args import OneLineParser, UsageError, non_empty, non_empty_path, positive_int
 
 DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the repo root in practice
 REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
-FAULTS = ("failed", "interrupted", "running")
+RESULTS = tuple(s for s in RunStatus if s.has_result)    # completed, diverged: what a verdict is judged on
+FAULTS = tuple(s for s in RunStatus if not s.has_result)  # failed, interrupted, running: the command exits 1
 DATA_OVERRIDE = re.compile(r"^[+~]*data(=|\.|/)")  # data=..., data.paths=..., +data.x=...
 OWN_OVERRIDE = re.compile(r"^[+~]*hydra(/launcher=|\.sweep\.dir=|\.launcher\.)")  # set by --jobs / --out-dir
 
@@ -197,7 +199,7 @@ def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, ove
         print(f"findings: error: the sweep produced no runs ({e}); training exit status {meta.get('train_rc')}",
               file=sys.stderr)
         return 1
-    produced = [r for r in runs if r.status in ("completed", "diverged")]
+    produced = [r for r in runs if r.status in RESULTS]
     if not produced:
         reasons = "; ".join(dict.fromkeys(f"{r.status}: {r.reason}" for r in runs))
         print(f"findings: error: no run completed or diverged in {sweep_dir} ({len(runs)} runs; {reasons[:300]})",

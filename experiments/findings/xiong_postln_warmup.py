@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings.evidence import Evidence, Table, Verdict, difference, fmt_ci, fmt_signed
+from experiments.rundir.layout import RunStatus
 
 NAME = "xiong_postln_warmup"
 TITLE = "Post-LN needs warmup, pre-LN does not; post-LN's gradients at init grow toward the output"
@@ -90,7 +91,7 @@ def diverged_value(ev: Evidence) -> float:
 def warmup_effect(ev: Evidence, norm: str, bad: float):
     """final val/loss(warmup 0) - (warmup 500) for one norm, paired by seed; (Difference | None, n diverged at 0,
     n diverged at 500, n runs at 0)."""
-    keep = ("completed", "diverged")
+    keep = tuple(s for s in RunStatus if s.has_result)  # completed, diverged
     w0 = ev.runs({"model.norm": norm, "schedule.warmup_steps": 0}, keep)
     w500 = ev.runs({"model.norm": norm, "schedule.warmup_steps": 500}, keep)
     d = difference(w0, w500, "final val/loss", higher_better=False, substitute={"diverged": bad})

@@ -1,6 +1,12 @@
 """One training run: the Hydra app, the training loop and what it is made of.
 
-    train.py          `python -m experiments.train`: train(cfg), TrainingRun, the CLI
+    train.py          `python -m experiments.train`: train(cfg), main (Hydra), cli
+    loop.py           TrainingRun: the steps of one run (open the run dir, data, model, restore, track, loop)
+    tasks.py          what differs between task=lm and task=seq2seq: data, model config, step cost, evaluation
+    budget.py         how long a run trains (train.flops > train.tokens > train.steps) and what a step costs
+    history.py        the last / best eval values summary.json reports
+    precision.py      train.dtype: the autocast around the forward pass
+    grad_norms.py     grad_norm/layer_{i}, per residual block
     optim.py          AdamW with weight decay on matrices
     schedule.py       learning-rate schedules as a pure function of the step
     distributed.py    DDP plumbing (rank, device, collectives)

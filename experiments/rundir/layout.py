@@ -11,9 +11,10 @@
 Writers (the trainer, the tracker, the sweep callback) and readers (compare, the sweep callback, `load_run`) go
 through this module instead of spelling file names or writing temp files themselves.
 
-Statuses in summary.json: `running` (written when the loop starts; a run killed by SIGKILL keeps it),
-`completed`, `diverged` (non-finite loss/grad norm), `interrupted` (Ctrl-C / SIGTERM, checkpoint saved),
-`failed` (an exception or a config error; `error` holds the reason).
+summary.json has one writer, `RunSummary` (its `status` one of `RunStatus`): `running` (written when the loop
+starts; a run killed by SIGKILL keeps it), `completed`, `diverged` (non-finite loss/grad norm), `interrupted`
+(Ctrl-C / SIGTERM, checkpoint saved; or a sweep stopped before the job began), `failed` (an exception or a config
+error; `error` holds the reason). Readers (compare, findings) read the JSON dict, so runs from before load as they were.
 
 Starting a run never replaces another run's files unless asked: `check_can_start` refuses a dir that already
 holds any of the files a run writes, unless the caller resumes it (`train.resume=true`) or asked to replace it
@@ -29,6 +30,8 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,7 +48,34 @@ RUN_OUTPUTS = (CONFIG, METRICS, SUMMARY, TOKENIZER, CKPT_DIR, WANDB_DIR, WANDB_I
 # A dir holding one of these is a run dir (compare, the sweep callback).
 RUN_MARKERS = (SUMMARY, METRICS)
 
-STATUSES = ("running", "completed", "diverged", "interrupted", "failed")
+
+
+class RunStatus(StrEnum):
+    """A run's status in summary.json; the members are the strings written (`RunStatus.COMPLETED == "completed"`)."""
+
+    RUNNING = "running"          # written when the loop starts; a run killed by SIGKILL keeps it
+    COMPLETED = "completed"      # trained for its whole budget
+    DIVERGED = "diverged"        # a non-finite loss or grad norm: a result of the experiment, not a fault
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM (checkpoint saved), or a stopped sweep never started it
+    FAILED = "failed"            # an exception or a config error; `error` says which
+
+    @classmethod
+    def of(cls, value: object) -> RunStatus | None:
+        """The status a summary's string names, None for anything else (an old or foreign summary)."""
+        try:
+            return cls(value)
+        except ValueError:
+            return None
+
+    @property
+    def has_result(self) -> bool:
+        """completed | diverged: the run answered its question (a sweep or finding is judged on these)."""
+        return self in (RunStatus.COMPLETED, RunStatus.DIVERGED)
+
+    @property
+    def ended_early(self) -> bool:
+        """diverged | interrupted | failed: ended before its budget (never in compare's means; wandb exit code 1)."""
+        return self in (RunStatus.DIVERGED, RunStatus.INTERRUPTED, RunStatus.FAILED)
 
 
 class RunDirError(ValueError):
@@ -97,6 +127,85 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
         f.write("\n")
 
     atomic_write(path, write, binary=False)
+
+
+# ---------------------------------------------------------------------------------------------------- summary.json
+
+
+@dataclass
+class RunResults:
+    """The numbers of a run that reached its training loop (the middle of summary.json)."""
+
+    final_val_loss: float | None     # the last eval's val/loss (None: no eval yet)
+    best_val_loss: float | None
+    final_val_bpb: float | None      # bits per byte (None for seq2seq)
+    best_val_bpb: float | None
+    final_train_loss: float | None   # the last finite step's train/loss
+    params: int
+    non_embedding_params: int
+    flops: float                     # training FLOPs so far (FLOPs per token x tokens)
+    budget: str                      # what a sweep holds equal: flops | tokens | steps
+    wall_time_s: float
+    tokens_per_s: float | None
+    mfu: float | None
+    extrap: dict[str, float | None]  # extrap/<mode>/loss@<k>x of the last eval that measured it
+    device: str
+    world_size: int
+    num_threads: int
+
+
+@dataclass
+class RunSummary:
+    """summary.json, the one writer of it (`RunDir.write_summary`). A job that never reached its loop (a refused
+    config, a crash in setup, a sweep stopped before it) has no `results`: only who it is, the status and `error`.
+
+    >>> RunSummary(RunStatus.FAILED, error="config error: ...", run_name="seed=1").to_dict()["status"]
+    'failed'
+    """
+
+    status: RunStatus
+    experiment: str | None = None
+    run_name: str | None = None
+    overrides: list[str] = field(default_factory=list)  # Hydra's job overrides, as typed
+    seed: int | None = None
+    steps: int = 0
+    tokens: int = 0
+    run_dir: str | None = None
+    error: str | None = None              # why a run did not complete (failed / interrupted), one line
+    diverged_at_step: int | None = None
+    results: RunResults | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, keys in the order summary.json has always had them."""
+        if self.results is None:
+            return {"status": str(self.status), "error": self.error, "experiment": self.experiment,
+                    "run_name": self.run_name, "overrides": self.overrides, "seed": self.seed, "steps": self.steps,
+                    "tokens": self.tokens, "run_dir": self.run_dir}
+        r = self.results
+        out = {"status": str(self.status), "experiment": self.experiment, "run_name": self.run_name,
+               "overrides": self.overrides, "seed": self.seed, "final_val_loss": r.final_val_loss,
+               "best_val_loss": r.best_val_loss, "final_val_bpb": r.final_val_bpb, "best_val_bpb": r.best_val_bpb,
+               "final_train_loss": r.final_train_loss, "params": r.params, "non_embedding_params": r.non_embedding_params,
+               "tokens": self.tokens, "steps": self.steps, "flops": r.flops, "budget": r.budget,
+               "wall_time_s": r.wall_time_s, "tokens_per_s": r.tokens_per_s, "mfu": r.mfu, "extrap": r.extrap,
+               "run_dir": self.run_dir, "device": r.device, "world_size": r.world_size, "num_threads": r.num_threads}
+        if self.error is not None:
+            out["error"] = self.error
+        if self.diverged_at_step is not None:
+            out["diverged_at_step"] = self.diverged_at_step
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSummary:
+        """Back from to_dict() (a summary of another format keeps the fields it shares; an unknown status stays a str)."""
+        results = RunResults(**{f.name: d.get(f.name) for f in fields(RunResults)}) if "params" in d else None
+        known = {f.name for f in fields(cls)} - {"status", "results"}
+        status = d.get("status") or RunStatus.RUNNING
+        return cls(status=RunStatus.of(status) or status, results=results,
+                   **{k: v for k, v in d.items() if k in known})
+
+    def with_status(self, status: RunStatus) -> RunSummary:
+        return replace(self, status=status)
 
 
 # ---------------------------------------------------------------------------------------------------- the layout
@@ -211,8 +320,9 @@ class RunDir:
 
         atomic_write(self.config_path, lambda f: yaml.safe_dump(config, f, sort_keys=False), binary=False)
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        atomic_write_json(self.summary_path, summary)
+    def write_summary(self, summary: RunSummary) -> None:
+        """summary.json, replaced atomically (readers see the old one or the new one)."""
+        atomic_write_json(self.summary_path, summary.to_dict())
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         """One JSON line, flushed (not atomic: a kill mid-line leaves a torn last line that readers skip)."""

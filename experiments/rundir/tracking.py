@@ -5,8 +5,8 @@ API (what `experiments/run/train.py` calls):
     with Tracker(run_dir, config, logger="wandb_offline", group="pos_x_norm", name="model/pos=rope",
                  tags=["rope", "pre"], job_type="train", resume_from_step=None) as tracker:
         tracker.log({"tokens": ..., "train/loss": ...}, step=step)   # one JSON line, flushed; wandb.log
-        tracker.write_summary(summary)                               # atomic summary.json; wandb summary
-        tracker.finish("completed")   # or "diverged" / "failed"; __exit__ calls finish("failed") on an exception
+        tracker.write_summary(summary)       # a RunSummary: atomic summary.json; wandb summary
+        tracker.finish(RunStatus.COMPLETED)  # or DIVERGED / FAILED / ...; __exit__ calls finish(FAILED) on an exception
 
 * `metrics.jsonl`: one line per `log` call, `{"step": step, **metrics}` in the dict's order (a `step` key in
   `metrics` must equal `step`). Values are plain JSON; numpy/torch scalars become numbers, NaN/inf are written
@@ -15,8 +15,9 @@ API (what `experiments/run/train.py` calls):
   (`resume_from_step=N`, N = the checkpoint's step): lines with `step > N` are dropped (they were logged after
   the checkpoint, the resumed run logs them again), as is a half-written last line; new lines are appended.
   `resume_metrics(run_dir, N)` does the same truncation without a Tracker.
-* `summary.json`: written atomically (experiments/rundir/layout.py owns the files and the write); `finish(status)` sets its `status` field
-  (`finish()` / a clean `__exit__` keep the status last written, default "completed").
+* `summary.json`: a `RunSummary`, written atomically (experiments/rundir/layout.py owns the files and the write);
+  `finish(status)` sets its `status` field (`finish()` / a clean `__exit__` keep the status last written, `running`
+  becomes `completed`); with no summary written and none in the dir, finish writes one with only the status.
 * wandb tags are `tags` plus `variant_tags(config)` (the values of model.pos.kind, model.norm, model.norm_type,
   model.activation, e.g. "rope", "pre", "layernorm", "gelu"); `auto_tags=False` keeps only `tags`.
 * `flatten_config(d)` turns a nested config into dotted keys (`{"model": {"pos": {"kind": "rope"}}}` ->
@@ -41,12 +42,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.rundir.layout import RunDir, to_json
+from experiments.rundir.layout import RunDir, RunStatus, RunSummary, to_json
 
 log = logging.getLogger(__name__)
 
 LOGGERS = {"disabled": "disabled", "wandb_offline": "offline", "wandb_online": "online"}  # logger -> wandb mode
-FAILED_STATUSES = {"diverged", "failed", "interrupted"}  # wandb exit_code 1
 _ENV_MODES = {"dryrun": "offline", "run": "online"}  # legacy WANDB_MODE spellings
 
 
@@ -142,7 +142,7 @@ class Tracker:
         self.metrics_path = self.layout.metrics_path
         self.summary_path = self.layout.summary_path
         self.finished = False
-        self._summary: dict[str, Any] | None = None
+        self._summary: RunSummary | None = None  # the last one written by this tracker
         if resume_from_step is None:
             self._metrics = open(self.metrics_path, "w")
         else:
@@ -235,21 +235,22 @@ class Tracker:
             except Exception as exc:
                 self._wandb_failed("log", exc)
 
-    def write_summary(self, summary: Mapping[str, Any]) -> None:
+    def write_summary(self, summary: RunSummary) -> None:
         """Atomically write summary.json (exactly `summary`) and update the wandb run summary."""
-        self._summary = dict(summary)
-        self.layout.write_summary(self._summary)
+        self._summary = summary
+        self.layout.write_summary(summary)
         if self._run is not None:
             try:
-                self._run.summary.update(_summary_for_wandb(self._summary))
+                self._run.summary.update(_summary_for_wandb(summary.to_dict()))
             except Exception as exc:
                 self._wandb_failed("summary", exc)
 
-    def finish(self, status: str | None = None) -> None:
-        """Close metrics.jsonl, set summary.json's `status` and finish wandb (exit code 1 if diverged/failed).
+    def finish(self, status: RunStatus | None = None) -> None:
+        """Close metrics.jsonl, set summary.json's `status` and finish wandb (exit code 1 if the run ended early:
+        diverged / interrupted / failed).
 
-        `status=None` keeps the status of the last `write_summary` (default "completed"). Idempotent: only the
-        first call has an effect.
+        `status=None` keeps the status of the last `write_summary` (`running` becomes `completed`). Idempotent:
+        only the first call has an effect.
         """
         if self.finished:
             return
@@ -257,20 +258,23 @@ class Tracker:
         try:
             self._metrics.close()
             summary = self._summary
-            if summary is None:
-                summary = self.layout.read_summary()
-            summary = dict(summary or {})
+            if summary is None and (on_disk := self.layout.read_summary()):
+                summary = RunSummary.from_dict(on_disk)
             if status is None:
-                status = summary.get("status") if summary.get("status") not in (None, "running") else "completed"
-            if summary.get("status") != status:
-                summary["status"] = status
-                self.layout.write_summary(summary)
+                kept = RunStatus.of(summary.status) if summary is not None else None
+                status = kept if kept not in (None, RunStatus.RUNNING) else RunStatus.COMPLETED
+            status = RunStatus(status)  # a plain string too ("failed")
+            if summary is None:
+                self.layout.write_summary(RunSummary(status, run_dir=str(self.run_dir)))
+            elif summary.status != status:
+                self.layout.write_summary(summary.with_status(status))
         finally:
             run, self._run = self._run, None
             if run is not None:
                 try:
-                    run.summary["status"] = status
-                    run.finish(exit_code=1 if status in FAILED_STATUSES else 0)
+                    ended = RunStatus.of(status)  # None if finishing failed before the status was known
+                    run.summary["status"] = str(status)
+                    run.finish(exit_code=1 if ended is not None and ended.ended_early else 0)
                 except Exception as exc:
                     log.warning("wandb finish failed (%s: %s); local files are complete", type(exc).__name__, exc)
 
@@ -278,4 +282,4 @@ class Tracker:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.finish("failed" if exc_type is not None else None)
+        self.finish(RunStatus.FAILED if exc_type is not None else None)

@@ -1,4 +1,7 @@
 """Sweeps (Hydra multirun): what happens around the jobs.
 
+    job.py        what Hydra tells a job: multirun or not, its sweep dir, run dir, name, swept values
+    records.py    where a sweep records a job that failed or never ran (and an index of every other place)
+    resume.py     the commands that continue a stopped run or a stopped sweep
     callbacks.py  stop a sweep cleanly (SweepStop), build its report and say where its runs are (SweepReport)
 """

@@ -28,24 +28,28 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.run.interrupt import EXIT_CODE, hold_sweep, release_sweep, sweep_stopped
-from experiments.rundir.layout import RUN_MARKERS, RunDir
-
-# Statuses that make a sweep exit non-zero ("running" at the end of a sweep = a job that died without a summary).
-FAULT_STATUSES = ("failed", "interrupted", "running")
+from experiments.compare import build_report, natural_key
+from experiments.run.interrupt import EXIT_CODE, held_sweeps, hold_sweep, release_sweep, sweep_stopped
+from experiments.rundir.layout import RUN_MARKERS, RunDir, RunStatus
+from experiments.sweep.resume import sweep_resume_command
 
 
 def sweep_statuses(sweep_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """(run dir, summary) of every job dir of a sweep, in job order (0_, 1_, ..., 10_); {} = no summary."""
-    from experiments.compare.runs import natural_key
-
     jobs = {p.parent for marker in RUN_MARKERS for p in sweep_dir.glob(f"*/{marker}")}
     return [(d, RunDir(d).read_summary() or {}) for d in sorted(jobs, key=natural_key)]
 
 
 def status_of(summary: dict[str, Any]) -> str:
     """A job's status; a job without one (no summary, or killed before its end) reads `running`."""
-    return summary.get("status") or "running"
+    return str(summary.get("status") or RunStatus.RUNNING)
+
+
+def is_fault(status: str) -> bool:
+    """failed / interrupted / running (at the end of a sweep: a job that died without a summary): the sweep exits
+    1. `diverged` is a result of the experiment, not a fault."""
+    known = RunStatus.of(status)
+    return known is not None and not known.has_result
 
 
 def _status_line(run_dir: Path, s: dict[str, Any]) -> str:
@@ -75,10 +79,8 @@ class SweepStop(Callback):
         why = sweep_stopped(sweep)
         if why is None:
             return
-        from experiments.run.train import sweep_resume_command
-
         jobs = sweep_statuses(Path(sweep))
-        stopped = sum(1 for _, s in jobs if status_of(s) != "completed")
+        stopped = sum(1 for _, s in jobs if status_of(s) != RunStatus.COMPLETED)
         print(f"[archlab] sweep stopped by {why}: {stopped} of {len(jobs)} run(s) not completed; resume with: "
               f"{sweep_resume_command(sweep)}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_CODE)
@@ -86,9 +88,6 @@ class SweepStop(Callback):
 
 def stopped_at_once() -> None:
     """The launcher's second Ctrl-C / SIGTERM (KeyboardInterrupt out of Hydra): one line and exit 130, no traceback."""
-    from experiments.run.interrupt import held_sweeps
-    from experiments.run.train import sweep_resume_command
-
     sweeps = held_sweeps()
     for sweep in sweeps:
         print(f"[archlab] sweep stopped at once: runs in progress in {sweep} may read `running`; resume with: "
@@ -109,14 +108,12 @@ class SweepReport(Callback):
         for d, s in jobs:
             print(_status_line(d, s), file=sys.stderr)
         try:
-            from experiments.compare import build_report
-
             report = build_report([str(sweep_dir)])
             print(f"[archlab] report: {report}", file=sys.stderr)
         except Exception as e:  # the runs are what matters; the report can be rebuilt by hand
             print(f"[archlab] report not built: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         print(f"[archlab] compare them: python -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)
-        faults = [(d, status_of(s)) for d, s in jobs if status_of(s) in FAULT_STATUSES]
+        faults = [(d, status_of(s)) for d, s in jobs if is_fault(status_of(s))]
         if faults and not sweep_stopped(str(sweep_dir)):  # a stopped sweep: SweepStop prints how to resume, exit 130
             release_sweep(str(sweep_dir))  # SweepStop.on_multirun_end never runs after this SystemExit
             names = ", ".join(f"{d.name} ({status})" for d, status in faults)

@@ -71,9 +71,9 @@ def test_a_failing_job_does_not_end_the_sweep(monkeypatch, caplog):
 
     monkeypatch.setattr(train_mod, "train", boom)
     cfg = OmegaConf.create({})
-    monkeypatch.setattr(train_mod, "_is_multirun", lambda: True)
+    monkeypatch.setattr(train_mod, "is_multirun", lambda: True)
     assert train_mod.main.__wrapped__(cfg) is None
     assert "out of disk" in caplog.text
-    monkeypatch.setattr(train_mod, "_is_multirun", lambda: False)  # a single run still raises
+    monkeypatch.setattr(train_mod, "is_multirun", lambda: False)  # a single run still raises
     with pytest.raises(RuntimeError, match="out of disk"):
         train_mod.main.__wrapped__(cfg)

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from experiments.run.train import layer_grad_norms
+from experiments.run.grad_norms import layer_grad_norms
 
 
 def naive(blocks: nn.ModuleList) -> list[float]:

@@ -8,12 +8,14 @@ import math
 import os
 import sys
 import types
+from dataclasses import fields
 
 import numpy as np
 import pytest
 import torch
 
 from experiments.rundir import tracking
+from experiments.rundir.layout import RunResults, RunStatus, RunSummary
 from experiments.rundir.tracking import Tracker, flatten_config, read_metrics, resume_metrics, variant_tags
 
 CONFIG = {"experiment_name": "t", "seed": 0, "model": {"n_layers": 2, "pos": {"kind": "rope"}}}
@@ -64,9 +66,11 @@ def test_fresh_start_replaces_old_metrics(tmp_path):
 
 def test_summary_written_atomically_and_status_on_finish(tmp_path, monkeypatch):
     tr = Tracker(tmp_path, CONFIG)
-    summary = {"status": "running", "steps": 3, "extrap": {"extrap/sliding/loss@2x": 1.5}}
+    summary = RunSummary(RunStatus.RUNNING, run_name="r", overrides=["seed=1"], steps=3)
     tr.write_summary(summary)
-    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert json.loads((tmp_path / "summary.json").read_text()) == {
+        "status": "running", "error": None, "experiment": None, "run_name": "r", "overrides": ["seed=1"], "seed": None,
+        "steps": 3, "tokens": 0, "run_dir": None}
 
     # a crash between writing the temp file and the rename leaves the previous summary intact, no temp files
     def boom(src, dst):
@@ -74,32 +78,45 @@ def test_summary_written_atomically_and_status_on_finish(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tracking.os, "replace", boom)
     with pytest.raises(OSError):
-        tr.write_summary({"status": "running", "steps": 4})
+        tr.write_summary(RunSummary(RunStatus.RUNNING, steps=4))
     monkeypatch.undo()
-    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary.to_dict()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl", "summary.json"]
 
-    tr.write_summary({**summary, "status": "completed", "steps": 5})
-    tr.finish("diverged")
+    tr.write_summary(RunSummary(RunStatus.COMPLETED, steps=5))
+    tr.finish(RunStatus.DIVERGED)
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "diverged"
-    tr.finish("completed")  # idempotent: the first finish wins
+    tr.finish(RunStatus.COMPLETED)  # idempotent: the first finish wins
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "diverged"
 
 
 def test_clean_exit_keeps_written_status_and_exception_marks_failed(tmp_path):
     with Tracker(tmp_path / "a", CONFIG) as tr:
-        tr.write_summary({"status": "diverged"})
+        tr.write_summary(RunSummary(RunStatus.DIVERGED))
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["status"] == "diverged"
 
     with Tracker(tmp_path / "b", CONFIG):
         pass
-    assert json.loads((tmp_path / "b" / "summary.json").read_text()) == {"status": "completed"}
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["status"] == "completed"
 
     with pytest.raises(RuntimeError, match="oops"):
         with Tracker(tmp_path / "c", CONFIG) as tr:
-            tr.write_summary({"status": "running", "steps": 1})
+            tr.write_summary(RunSummary(RunStatus.RUNNING, steps=1))
             raise RuntimeError("oops")
-    assert json.loads((tmp_path / "c" / "summary.json").read_text()) == {"status": "failed", "steps": 1}
+    on_disk = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert (on_disk["status"], on_disk["steps"]) == ("failed", 1)
+
+
+def test_finish_sets_the_status_of_a_summary_already_in_the_dir(tmp_path):
+    # a resume that fails after its tracker started: the earlier run's summary keeps its numbers, status failed
+    full = {"status": "interrupted", "experiment": "e", "run_name": "r", "overrides": [], "seed": 0,
+            "final_val_loss": 2.5, "best_val_loss": 2.5, "final_val_bpb": 1.0, "best_val_bpb": 1.0,
+            "final_train_loss": 2.4, "params": 10, "non_embedding_params": 8, "tokens": 64, "steps": 2, "flops": 1.0,
+            "budget": "steps", "wall_time_s": 1.0, "tokens_per_s": 64.0, "mfu": 0.1, "extrap": {}, "run_dir": "d",
+            "device": "cpu", "world_size": 1, "num_threads": 1, "error": "SIGINT at step 2"}
+    (tmp_path / "summary.json").write_text(json.dumps(full))
+    Tracker(tmp_path, CONFIG, resume_from_step=2).finish(RunStatus.FAILED)
+    assert json.loads((tmp_path / "summary.json").read_text()) == {**full, "status": "failed"}
 
 
 def test_resume_truncates_steps_after_checkpoint(tmp_path):
@@ -188,7 +205,7 @@ def test_wandb_init_failure_does_not_stop_run(tmp_path, monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="experiments.rundir.tracking"):
         with Tracker(tmp_path, CONFIG, logger="wandb_online") as tr:
             tr.log({"x": 1.0}, step=0)
-            tr.write_summary({"status": "completed"})
+            tr.write_summary(RunSummary(RunStatus.COMPLETED))
     assert tr.wandb_run is None
     assert _lines(tmp_path) == [{"step": 0, "x": 1.0}]
     assert sum("wandb init failed" in r.message for r in caplog.records) == 1
@@ -217,7 +234,9 @@ def test_wandb_receives_metrics_without_none_and_exit_codes(tmp_path, monkeypatc
     _fake_wandb(monkeypatch, init=init)
     with Tracker(tmp_path / "a", CONFIG, logger="wandb_offline", group="g", name="n", tags=["rope"], job_type="train") as tr:
         tr.log({"tokens": 8, "extrap/sliding/loss@8x": None, "val/loss": 2.0}, step=4)
-        tr.write_summary({"status": "diverged", "extrap": {"extrap/sliding/loss@8x": None}, "steps": 4})
+        results = RunResults(**{f.name: None for f in fields(RunResults)})
+        results.extrap = {"extrap/sliding/loss@8x": None}
+        tr.write_summary(RunSummary(RunStatus.DIVERGED, steps=4, results=results))
     assert runs[0].logged == [(4, {"tokens": 8, "val/loss": 2.0})]
     assert runs[0].summary["extrap/sliding/loss@8x"] is None and runs[0].summary["steps"] == 4
     assert runs[0].summary["status"] == "diverged" and runs[0].finished == [1]
@@ -246,7 +265,7 @@ def test_real_offline_wandb_writes_under_run_dir(tmp_path, monkeypatch):
     with Tracker(tmp_path, CONFIG, logger="wandb_offline", group="g", name="n", tags=["rope"], init_timeout=20) as tr:
         assert tr.wandb_run is not None, "wandb offline init failed (see the warning)"
         tr.log({"tokens": 8, "train/loss": 3.0}, step=1)
-        tr.write_summary({"status": "completed", "steps": 1})
+        tr.write_summary(RunSummary(RunStatus.COMPLETED, steps=1))
     run_id = (tmp_path / "wandb_run_id.txt").read_text().strip()
     offline_dirs = list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))
     assert len(offline_dirs) == 1

@@ -115,14 +115,14 @@ def test_run_name_leaves_out_the_keys_the_sweep_dir_names_leave_out(monkeypatch,
     # docs/wandb.md: the wandb name of a pos_encodings job is `model/pos=rope,seed=1`, not `...,experiment=...`
     from omegaconf import OmegaConf
 
-    from experiments.run import train as train_mod
+    from experiments.sweep import job
 
     hc = OmegaConf.create({
         "overrides": {"task": ["model/pos=rope", "seed=1", "experiment=pos_encodings", "logger=disabled",
                                "hydra/launcher=joblib_2"]},
         "job": {"config": {"override_dirname": {"exclude_keys": ["experiment", "logger", "hydra/launcher"]}}},
     })
-    monkeypatch.setattr(train_mod, "_hydra_runtime", lambda: hc)
-    name, overrides = train_mod.run_identity(tmp_path / "3_model.pos=rope,seed=1")
+    monkeypatch.setattr(job, "hydra_runtime", lambda: hc)
+    name, overrides = job.run_identity(tmp_path / "3_model.pos=rope,seed=1")
     assert name == "model/pos=rope,seed=1"
     assert overrides == ["model/pos=rope", "seed=1", "experiment=pos_encodings", "logger=disabled"]

@@ -1,0 +1,42 @@
+"""How long a run trains: what a sweep holds equal across its runs, and the steps that makes for this model.
+
+    budget = Budget.plan(c["train"], flops_per_token=fpt, tokens_per_sequence=T, world_size=2)
+    budget.total_steps, budget.tokens_per_step, budget.held      # e.g. 245, 4096, "flops"
+
+`train.flops` (total training FLOPs, 6N + attention per token: each shape trains for flops / its own
+FLOPs-per-token tokens, so shapes compare at equal compute) > `train.tokens` > `train.steps`.
+Not handled: budgets in wall-clock time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+def training_budget(tc: dict[str, Any], flops_per_token: float) -> dict[str, Any]:
+    """{"held": "flops" | "tokens" | "steps", "tokens": the token budget, or None when steps are held}."""
+    if tc.get("flops"):
+        return {"held": "flops", "tokens": float(tc["flops"]) / flops_per_token}
+    if tc.get("tokens"):
+        return {"held": "tokens", "tokens": int(tc["tokens"])}
+    return {"held": "steps", "tokens": None}
+
+
+@dataclass(frozen=True)
+class Budget:
+    held: str                # flops | tokens | steps: what summary.json's `budget` says
+    total_steps: int         # optimizer steps this run takes
+    tokens_per_step: int     # batch_size x tokens per sequence x grad_accum x world_size
+    flops_per_token: float   # training FLOPs per token (6N + attention), for the `flops` column and MFU
+    grad_accum: int          # micro-batches per optimizer step
+
+    @classmethod
+    def plan(cls, tc: dict[str, Any], *, flops_per_token: float, tokens_per_sequence: int, world_size: int) -> Budget:
+        accum = int(tc["grad_accum"])
+        tokens_per_step = int(tc["batch_size"]) * tokens_per_sequence * accum * world_size
+        budget = training_budget(tc, flops_per_token)
+        steps = math.ceil(budget["tokens"] / tokens_per_step) if budget["tokens"] else int(tc["steps"])
+        return cls(held=budget["held"], total_steps=steps, tokens_per_step=tokens_per_step,
+                   flops_per_token=flops_per_token, grad_accum=accum)

@@ -1,0 +1,130 @@
+"""What a run learns: a task turns the config into data, a model config, the cost of a step and eval metrics.
+
+    task = TASKS[task_kind(c)](c, is_main=..., progress=...)   # the `task` config value: lm | seq2seq
+    task.load(generator)                  # tokenizer + data; then task.tokenizer, .tokenizer_info, .sampler
+    task.model_config()                   # arch.ModelConfig | arch.EncDecConfig, vocab_size from the tokenizer
+    task.tokens_per_sequence()            # tokens one sequence adds to the `tokens` count
+    task.flops_per_token(mcfg)            # training FLOPs per such token (6N + attention)
+    task.evaluate(model, device, final)   # the val/* metrics of one eval
+
+LMTask (task=lm, the default): corpus -> tokenizer -> token memmaps, random windows of train.n_ctx tokens,
+next-token loss; evals give val/loss, val/ppl, val/bpb, attention entropy and length extrapolation.
+Seq2SeqTask (task=seq2seq): (source, target) pairs -> padded (src, tgt_in, tgt_out) batches for the
+encoder-decoder; `tokens` counts decoder tokens; evals give loss, token accuracy and exact match per length.
+Adding a task: a class with these members, one line in TASKS, a conf/task/<name>.yaml.
+Not handled: mixing tasks in one run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+import arch
+from experiments.config.check import encdec_config, model_config
+from experiments.config.errors import ConfigError
+from experiments.data import cache  # via the module: tests patch cache.prepare_data
+from experiments.data.corpus import WindowSampler
+from experiments.data.pairs import PairBatcher, prepare_pairs
+from experiments.run.eval_lm import evaluate_model, length_extrapolation
+from experiments.run.eval_seq2seq import evaluate_seq2seq
+
+log = logging.getLogger(__name__)
+
+
+class LMTask:
+    """task=lm: a decoder-only language model on a text corpus (next-token loss on windows of train.n_ctx)."""
+
+    def __init__(self, c: dict[str, Any], *, is_main: bool, progress: bool) -> None:
+        self.c, self.tc, self.is_main, self.progress = c, c["train"], is_main, progress
+        self.tokenizer: Any = None                 # tokenizer.Tokenizer, set by load()
+        self.tokenizer_info: dict[str, Any] = {}   # {"path", "cached", "train_seconds", ...} of the cache entry
+        self.sampler: WindowSampler | None = None  # .next() -> (x, y), each (B, T) int64
+        self.data: Any = None                      # experiments.data.cache.TokenData: .train / .val memmaps
+
+    def load(self, generator: torch.Generator) -> None:
+        """corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) -> window sampler."""
+        prepared = cache.prepare_data(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"],
+                                      progress=self.progress)
+        self.tokenizer, self.tokenizer_info, self.data = prepared.tokenizer, prepared.tokenizer_info, prepared.data
+        if self.is_main:
+            info = self.tokenizer_info
+            log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(self.data.train),
+                     len(self.data.val), self.tokenizer.vocab_size,
+                     "cached" if info["cached"] else f"trained in {info['train_seconds']:.1f}s")
+        T = int(self.tc["n_ctx"])
+        self.sampler = WindowSampler(self.data.train, T, int(self.tc["batch_size"]), generator)  # too short: ConfigError
+        if len(self.data.val) < T + 1:  # before the model is built (a huge n_ctx must not cost an allocation first)
+            raise ConfigError(f"the validation split has {len(self.data.val)} tokens, fewer than n_ctx + 1; "
+                              f"raise data.val_fraction")
+
+    def model_config(self) -> arch.ModelConfig:
+        return model_config(self.c["model"], vocab_size=self.tokenizer.vocab_size)
+
+    def tokens_per_sequence(self) -> int:
+        return int(self.tc["n_ctx"])
+
+    def flops_per_token(self, mcfg: arch.ModelConfig) -> float:
+        return arch.flops_per_token(mcfg, seq_len=int(self.tc["n_ctx"]))
+
+    def evaluate(self, model: nn.Module, device: torch.device, final: bool) -> dict[str, Any]:
+        """val/loss, val/ppl, val/bpb, attention entropy; length extrapolation per train.extrap."""
+        tc, T = self.tc, int(self.tc["n_ctx"])
+        row = evaluate_model(model, self.data.val, n_ctx=T, batch_size=int(tc["eval_batch_size"]),
+                             max_batches=int(tc["eval_batches"]), bytes_per_token=self.data.bytes_per_token,
+                             device=device)
+        if tc["extrap"] == "every_eval" or (tc["extrap"] == "end" and final):
+            row.update(length_extrapolation(model, self.data.val, n_ctx=T, factors=tuple(tc["extrap_factors"]),
+                                            max_tokens=int(tc["extrap_max_tokens"]), device=device,
+                                            batch_size=int(tc["eval_batch_size"])))
+        return row
+
+
+class Seq2SeqTask:
+    """task=seq2seq: the encoder-decoder on (source, target) pairs, teacher-forced loss on the target."""
+
+    def __init__(self, c: dict[str, Any], *, is_main: bool, progress: bool) -> None:
+        self.c, self.tc, self.is_main, self.progress = c, c["train"], is_main, progress
+        self.tokenizer: Any = None
+        self.tokenizer_info: dict[str, Any] = {}
+        self.sampler: PairBatcher | None = None  # .next() -> (src, tgt_in, tgt_out), each (B, longest) int64
+        self.pairs: Any = None                   # experiments.data.pairs.PreparedPairs: .train / .test, pad/bos/eos
+
+    def load(self, generator: torch.Generator) -> None:
+        """pairs -> tokenizer -> ids -> a seeded random batcher of padded (src, tgt_in, tgt_out)."""
+        p = prepare_pairs(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"], progress=self.progress)
+        self.pairs, self.tokenizer, self.tokenizer_info = p, p.tokenizer, p.tokenizer_info
+        if self.is_main:
+            longest = max(max(map(len, rows)) for rows in (p.train.src, p.train.tgt_in, p.test.src, p.test.tgt_in))
+            log.info("pairs %s: %d train / %d test, vocab %d, longest sequence %d tokens", p.name, len(p.train.src),
+                     len(p.test.src), self.tokenizer.vocab_size, longest)
+        self.sampler = PairBatcher(p.train, int(self.tc["batch_size"]), p.pad_id, generator)
+
+    def model_config(self) -> arch.EncDecConfig:
+        return encdec_config(self.c["model"], vocab_size=self.tokenizer.vocab_size, pad_id=self.pairs.pad_id)
+
+    def tokens_per_sequence(self) -> int:
+        """Decoder tokens: the mean target length (what the token budget counts for seq2seq)."""
+        return max(1, round(self.pairs.mean_target_tokens))
+
+    def flops_per_token(self, mcfg: arch.EncDecConfig) -> float:
+        """FLOPs per decoder token, the encoder's work on a mean-length source included."""
+        return arch.flops_per_token(mcfg, seq_len=self.tokens_per_sequence(),
+                                    src_len=max(1, round(self.pairs.mean_source_tokens)))
+
+    def evaluate(self, model: nn.Module, device: torch.device, final: bool) -> dict[str, Any]:
+        """val/loss, val/ppl, val/token_acc, val/exact_match(@len{k}) on the test split: a sample of
+        eval_batches x eval_batch_size pairs at intermediate evals, all of it at the last one."""
+        tc, p = self.tc, self.pairs
+        row = evaluate_seq2seq(model, p.test, pad_id=p.pad_id, bos_id=p.bos_id, eos_id=p.eos_id,
+                               batch_size=int(tc["eval_batch_size"]), device=device, prefix="val",
+                               max_pairs=None if final else int(tc["eval_batches"]) * int(tc["eval_batch_size"]))
+        return {**row, "val/ppl": math.exp(min(row["val/loss"], 700.0))}
+
+
+Task = LMTask | Seq2SeqTask
+TASKS: dict[str, type[LMTask] | type[Seq2SeqTask]] = {"lm": LMTask, "seq2seq": Seq2SeqTask}  # the `task` config value

@@ -1,0 +1,115 @@
+"""The Hydra job this process runs: a single run, or one job of a multirun (a sweep). What Hydra tells it:
+
+    hydra_runtime()          Hydra's runtime config, None outside Hydra (train(cfg) from a test or a notebook)
+    is_multirun()            a job of a sweep (`-m`)?           sweep_dir()   that sweep's dir, else None
+    resolve_run_dir(c)       where the run writes: train.run_dir > Hydra's output dir > outputs/<experiment>/<time>
+    run_identity(run_dir)    (run name, overrides) for summary.json and wandb: `model/pos=rope,seed=1`
+    progress_label(run_dir)  the values this job sweeps, for its progress bar: `pos=rope seed=1`
+    parallel_jobs()          how many jobs of the sweep run at once on this machine (torch threads are shared)
+
+Not handled: sweepers other than Hydra's basic one for `progress_label` (an Optuna sweep has no comma lists to
+read: the label then shows every override of the job).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from experiments.compare.grouping import short_key
+
+
+def hydra_runtime() -> Any | None:
+    """HydraConfig of this job, None outside Hydra."""
+    try:
+        return HydraConfig.get()
+    except ValueError:  # HydraConfig was not set: train(cfg) called directly
+        return None
+
+
+def is_multirun() -> bool:
+    hc = hydra_runtime()
+    return hc is not None and hc.mode == RunMode.MULTIRUN
+
+
+def sweep_dir() -> str | None:
+    """The sweep dir of the multirun job this process is running, else None."""
+    return str(hydra_runtime().sweep.dir) if is_multirun() else None
+
+
+def resolve_run_dir(c: dict[str, Any]) -> Path:
+    """train.run_dir, else Hydra's output dir, else outputs/<experiment_name>/<time> (train() outside Hydra)."""
+    if c["train"].get("run_dir"):
+        return Path(os.path.expanduser(str(c["train"]["run_dir"])))
+    hc = hydra_runtime()
+    if hc is not None:
+        return Path(hc.runtime.output_dir)
+    return Path("outputs") / str(c["experiment_name"]) / time.strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def run_identity(run_dir: Path) -> tuple[str, list[str]]:
+    """(run name, overrides): Hydra's job overrides when run through Hydra, else the run dir's name.
+
+    The name leaves out the keys the sweep dir names leave out (`hydra.job.config.override_dirname.exclude_keys`:
+    experiment, logger, ...), so a pos_encodings job is `model/pos=rope,seed=1`; `overrides` keeps them all.
+    """
+    hc = hydra_runtime()
+    if hc is None:
+        return run_dir.name, []
+    overrides = [str(o) for o in hc.overrides.task if not o.startswith(("hydra.", "hydra/"))]
+    return (",".join(_named(hc, overrides)) or run_dir.name), overrides
+
+
+def _named(hc: Any, overrides: list[str]) -> list[str]:
+    exclude = set(OmegaConf.select(hc, "job.config.override_dirname.exclude_keys", default=None) or [])
+    return [o for o in overrides if _key(o) not in exclude]
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def swept_keys(sweep: str | os.PathLike[str]) -> list[str] | None:
+    """The keys a sweep varies (comma lists / ranges on its command line or in hydra.sweeper.params), read from
+    the `multirun.yaml` Hydra's basic sweeper leaves in the sweep dir; None when that cannot be read."""
+    try:
+        conf = OmegaConf.load(Path(sweep) / "multirun.yaml")
+        params = OmegaConf.to_container(OmegaConf.select(conf, "hydra.sweeper.params") or {}, resolve=False)
+        args = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in conf.hydra.overrides.task]
+        parsed = OverridesParser.create().parse_overrides(args)
+    except Exception:  # noqa: BLE001 - no multirun.yaml (another sweeper), or one we cannot parse: no label data
+        return None
+    return list(dict.fromkeys(o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()))
+
+
+def progress_label(run_dir: Path) -> str:
+    """What tells this job from the others of its sweep, short: `model/pos=alibi`, `seed=0` -> `pos=alibi seed=0`.
+
+    In a sweep: the values of the swept keys; a single run (or a sweep whose multirun.yaml cannot be read): its
+    named overrides (run_identity); outside Hydra: the run dir's name.
+    """
+    hc = hydra_runtime()
+    if hc is None:
+        return run_dir.name
+    _, overrides = run_identity(run_dir)
+    swept = swept_keys(hc.sweep.dir) if is_multirun() else None
+    chosen = [o for o in overrides if _key(o) in swept] if swept else _named(hc, overrides)
+    return " ".join(f"{short_key(_key(o).replace('/', '.'))}={o.split('=', 1)[1]}" for o in chosen if "=" in o) \
+        or run_dir.name
+
+
+def parallel_jobs() -> int:
+    """Jobs of this sweep running at once on this machine: the joblib launcher's n_jobs (-1: one per CPU), else 1."""
+    hc = hydra_runtime()
+    launcher = hc.launcher if hc is not None and "launcher" in hc else None
+    n_jobs = launcher.get("n_jobs") if launcher is not None else None
+    if not isinstance(n_jobs, int) or n_jobs == 1:
+        return 1
+    return n_jobs if n_jobs > 0 else (os.cpu_count() or 1)
