@@ -12,29 +12,32 @@ from typing import Sequence
 
 from experiments.compare.report import X_KEYS, build_report, check_out_dir
 from experiments.compare.runs import Run, RunsError
-from tokenizer.cli_args import OneLineParser, UsageError, fail
+from tokenizer.cli_args import OneLineParser, UsageError, fail, non_empty
 
 
 def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m experiments.compare",
                       description="Compare archlab runs grouped by config; writes an offline report.html.")
-    p.add_argument("paths", nargs="*", help="run dirs, sweep dirs (searched recursively) or globs")
-    p.add_argument("--by", nargs="+", metavar="KEY", help="dotted config keys to group by "
+    p.add_argument("paths", nargs="*", type=non_empty, help="run dirs, sweep dirs (searched recursively) or globs")
+    p.add_argument("--by", nargs="+", type=non_empty, metavar="KEY", help="dotted config keys to group by "
                    "(default: every key that differs between runs, except seeds and per-run noise)")
-    p.add_argument("--metric", default="val/loss", help="metric for curves and final/best tables (default val/loss)")
+    p.add_argument("--metric", type=non_empty, default="val/loss",
+                   help="metric for curves and final/best tables (default val/loss)")
     p.add_argument("--x", default="tokens", choices=X_KEYS, help="x axis of the curves (default tokens)")
-    p.add_argument("--out", help="output dir (default <common sweep dir>/report or ./report); a rebuild deletes only "
-                   "the files its report_manifest.json lists")
+    p.add_argument("--out", type=non_empty, help="output dir (default <common sweep dir>/report or ./report); a "
+                   "rebuild deletes only the files its report_manifest.json lists")
     p.add_argument("--allow-mixed", action="store_true", help="allow runs of different experiments")
-    p.add_argument("--baseline", metavar="LABEL_OR_INDEX", help="the group every other group is compared with: its "
-                   "label or 0-based index (default: the first group)")
+    p.add_argument("--baseline", type=non_empty, metavar="LABEL_OR_INDEX", help="the group every other group is "
+                   "compared with: its label or 0-based index (default: the first group)")
     p.add_argument("--smooth", type=float, default=0.0, metavar="ALPHA", help="EMA smoothing of the train-loss "
                    "curves in [0, 1), wandb's time-weighted EMA (default 0 = off)")
     p.add_argument("--analysis", action="store_true", help="add the Analysis section: attention entropy per layer "
                    "over training, and the logit lens and per-head attention entropy of each completed run's best "
                    "checkpoint (loads the weights; CPU)")
-    p.add_argument("--wandb-group", help="also pull the runs of this wandb group (needs network + login)")
-    p.add_argument("--wandb-project", help="wandb project (entity/project or project) for --wandb-group")
+    p.add_argument("--wandb-group", type=non_empty,
+                   help="also pull the runs of this wandb group (needs network + login)")
+    p.add_argument("--wandb-project", type=non_empty,
+                   help="wandb project (entity/project or project) for --wandb-group")
     return p
 
 

@@ -67,11 +67,16 @@ def one_error_line(capsys, command: str, argv: list[str]) -> str:
     ("findings", ["rope_vs_learned", "--doc", ""], "--doc"),
     ("findings", ["rope_vs_learned", "--from-sweep", ""], "--from-sweep"),
     ("compare", ["--x", "epochs"], "--x: invalid choice"),
+    ("compare", ["{run}", "--out", ""], "--out: must not be empty"),
+    ("compare", [""], "paths: must not be empty"),
+    ("compare", ["{run}", "--by", "seed", ""], "--by"),
+    ("compare", ["{run}", "--metric", ""], "--metric"),
+    ("compare", ["{run}", "--baseline", ""], "--baseline"),
 ])
 def test_bad_number_or_empty_argument_before_anything_is_read(capsys, tmp_path, monkeypatch, command, argv, flag):
     monkeypatch.chdir(tmp_path)  # an empty path would mean the cwd: nothing may appear there
     run = [] if command in ("findings", "compare") else [NEVER_READ]
-    line = one_error_line(capsys, command, [*run, *argv])
+    line = one_error_line(capsys, command, [*run, *(a.format(run=NEVER_READ) for a in argv)])
     assert (flag if flag.startswith("unrecognized") else f"argument {flag}") in line and NEVER_READ not in line, line
     assert list(tmp_path.iterdir()) == []
 
