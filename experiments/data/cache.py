@@ -58,6 +58,7 @@ class TokenData:
     train_meta: dict[str, Any]  # the train ids' sidecar (tokenizer.tokenfile); count matches len(train)
     val_meta: dict[str, Any]  # the val ids' sidecar; n_bytes = exact UTF-8 bytes the val ids encode
     path: Path  # the cache entry, or the folder of data.train_path
+    fingerprint: str = ""  # what the ids are, whatever the tokenizer: the corpus content key, or the token files'
 
     @property
     def bytes_per_token(self) -> float:
@@ -274,7 +275,7 @@ def get_token_data(corpus: Corpus, tok, cache_dir: str | os.PathLike) -> TokenDa
         if not token_entry_ok(final, tok):
             raise cannot_write(final, e) from None
     (train, train_meta), (val, val_meta) = (_read_token_file(final / f"{s}.bin", tok, "token cache") for s in splits)
-    return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=final)
+    return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=final, fingerprint=corpus.key)
 
 
 def _decoded_bytes(tok, ids: np.ndarray, chunk: int = 1 << 20) -> int:
@@ -307,7 +308,9 @@ def token_file_data(cfg: dict[str, Any], tok) -> TokenData:
         val_meta = {**train_meta, "count": len(val), "n_bytes": val_bytes, "source": f"{paths['train']}[{cut}:]"}
         train_meta = {**train_meta, "count": len(train), "n_bytes": None if total is None else total - val_bytes,
                       "source": f"{paths['train']}[:{cut}]"}
-    return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=paths["train"].parent)
+    return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=paths["train"].parent,
+                     fingerprint=_key([{k: v for k, v in m.items() if k != "tokenizer_fingerprint"}
+                                       for m in (train_meta, val_meta)]))  # counts, bytes, sources, the cut
 
 
 @dataclass
@@ -318,6 +321,11 @@ class PreparedData:
     tokenizer_info: dict[str, Any]  # path, cached (bool), train_seconds
     data: TokenData
     name: str  # the corpus name (for logs)
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        """What a run trains on, as fingerprints: a resume must find the same (experiments.rundir.checkpoint)."""
+        return {"tokenizer": self.tokenizer.fingerprint(), "data": self.data.fingerprint}
 
 
 def prepare_data(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str | os.PathLike, *,

@@ -19,6 +19,7 @@ Not handled: length-bucketed batching, packing several pairs into one row, sourc
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +190,12 @@ class PreparedPairs:
     bos_id: int
     eos_id: int
     name: str
+    data_fingerprint: str = ""  # sha256 of the train and test pairs (text), whatever the tokenizer
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        """What a run trains on, as fingerprints: a resume must find the same (experiments.rundir.checkpoint)."""
+        return {"tokenizer": self.tokenizer.fingerprint(), "data": self.data_fingerprint}
 
     @property
     def mean_target_tokens(self) -> float:
@@ -213,4 +220,5 @@ def prepare_pairs(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache
     pad_id, bos_id, eos_id = special_ids(tok)
     return PreparedPairs(tokenizer=tok, tokenizer_info=info, train=encode_pairs(tok, split.train),
                          test=encode_pairs(tok, split.test, split.test_lengths), pad_id=pad_id, bos_id=bos_id,
-                         eos_id=eos_id, name=split.name)
+                         eos_id=eos_id, name=split.name,
+                         data_fingerprint=hashlib.sha256(json.dumps([split.train, split.test]).encode()).hexdigest())

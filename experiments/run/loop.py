@@ -38,7 +38,8 @@ from experiments.run.interrupt import RunInterrupted, StopRequest
 from experiments.run.optim import build_optimizer
 from experiments.run.precision import Precision
 from experiments.run.tasks import TASKS, Task
-from experiments.rundir.checkpoint import CheckpointError, Checkpoints, rng_state, save_weights, set_rng_state
+from experiments.rundir.checkpoint import (CheckpointError, Checkpoints, check_same_inputs, recorded_inputs, rng_state,
+                                           save_weights, set_rng_state)
 from experiments.rundir.layout import RunDir, RunDirError, RunResults, RunStatus, RunSummary
 from experiments.rundir.tracking import Tracker
 from experiments.sweep.job import parallel_jobs, resolve_run_dir, run_identity, sweep_dir
@@ -184,6 +185,7 @@ class TrainingRun:
         except CheckpointError as e:
             raise ConfigError(f"cannot resume: {e}; delete it to restart this run from step 0 (train.resume=true), "
                               f"or replace the whole run with train.overwrite=true") from None
+        check_same_inputs(ckpts.dir, recorded_inputs(ckpt, self.rd.tokenizer_path), self.task.inputs)
         if ckpt["model_config"] != self.mcfg.to_dict():
             diff = sorted(k for k, v in self.mcfg.to_dict().items() if ckpt["model_config"].get(k) != v)
             raise ConfigError(f"train.resume=true but {path} holds a different model (differs in {diff}); "
@@ -345,7 +347,7 @@ class TrainingRun:
             Checkpoints(self.rd.checkpoint_dir).save(self.step, self.model, {
                 "version": 2, "step": self.step, "tokens": self.tokens, "elapsed": time.perf_counter() - self.t_start,
                 "optimizer": self.optimizer.state_dict(), "rng": states, "world_size": self.info.world_size,
-                "model_config": self.mcfg.to_dict(), "config": self.c,
+                "model_config": self.mcfg.to_dict(), "config": self.c, "inputs": self.task.inputs,
             }, self.mcfg.to_dict(), keep_last_k=int(self.tc.get("keep_last_k") or 1))
         distributed.barrier()
 

@@ -1,7 +1,7 @@
 """What a run learns: a task turns the config into data, a model config, the cost of a step and eval metrics.
 
     task = TASKS[task_kind(c)](c, is_main=..., progress=...)   # the `task` config value: lm | seq2seq
-    task.load(generator)                  # tokenizer + data; then task.tokenizer, .tokenizer_info, .sampler
+    task.load(generator)                  # tokenizer + data; then task.tokenizer, .tokenizer_info, .sampler, .inputs
     task.model_config()                   # arch.ModelConfig | arch.EncDecConfig, vocab_size from the tokenizer
     task.tokens_per_sequence()            # tokens one sequence adds to the `tokens` count
     task.flops_per_token(mcfg)            # training FLOPs per such token (6N + attention)
@@ -45,12 +45,14 @@ class LMTask:
         self.tokenizer_info: dict[str, Any] = {}   # {"path", "cached", "train_seconds", ...} of the cache entry
         self.sampler: WindowSampler | None = None  # .next() -> (x, y), each (B, T) int64
         self.data: Any = None                      # experiments.data.cache.TokenData: .train / .val memmaps
+        self.inputs: dict[str, str] = {}           # tokenizer and data fingerprints: a resume must find the same
 
     def load(self, generator: torch.Generator) -> None:
         """corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) -> window sampler."""
         prepared = cache.prepare_data(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"],
                                       progress=self.progress)
         self.tokenizer, self.tokenizer_info, self.data = prepared.tokenizer, prepared.tokenizer_info, prepared.data
+        self.inputs = prepared.inputs
         if self.is_main:
             info = self.tokenizer_info
             log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(self.data.train),
@@ -93,11 +95,13 @@ class Seq2SeqTask:
         self.tokenizer_info: dict[str, Any] = {}
         self.sampler: PairBatcher | None = None  # .next() -> (src, tgt_in, tgt_out), each (B, longest) int64
         self.pairs: Any = None                   # experiments.data.pairs.PreparedPairs: .train / .test, pad/bos/eos
+        self.inputs: dict[str, str] = {}         # tokenizer and data fingerprints: a resume must find the same
 
     def load(self, generator: torch.Generator) -> None:
         """pairs -> tokenizer -> ids -> a seeded random batcher of padded (src, tgt_in, tgt_out)."""
         p = prepare_pairs(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"], progress=self.progress)
         self.pairs, self.tokenizer, self.tokenizer_info = p, p.tokenizer, p.tokenizer_info
+        self.inputs = p.inputs
         if self.is_main:
             longest = max(max(map(len, rows)) for rows in (p.train.src, p.train.tgt_in, p.test.src, p.test.tgt_in))
             log.info("pairs %s: %d train / %d test, vocab %d, longest sequence %d tokens", p.name, len(p.train.src),

@@ -15,7 +15,8 @@ sweep job leaves when it never reaches its loop is experiments/sweep/records.py.
 
 What happens to a run, and what summary.json then says:
 * a dir that already holds a run is refused (ConfigError naming `train.resume=true` and `train.overwrite=true`)
-  before any data is read; `train.overwrite=true` removes exactly the files a run writes, nothing else;
+  before any data is read; `train.overwrite=true` removes exactly the files a run writes, nothing else; a dir
+  another live process trains in is refused too, resume or not (experiments/rundir/lock.py: one writer per dir);
 * a NaN/inf loss or grad norm: `diverged`; train() returns normally, so the other jobs of a sweep go on;
 * Ctrl-C / SIGTERM: the step in progress finishes, a checkpoint is saved, `interrupted`, RunInterrupted is raised
   (the CLI prints one line with the resume command and exits 130); `train.resume=true` then finishes the run
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +51,9 @@ from experiments.config.precheck import precheck_or_exit
 from experiments.run import distributed
 from experiments.run.interrupt import EXIT_CODE, RunInterrupted, hold_sweep, sweep_stopped
 from experiments.run.loop import TrainingRun
+from experiments.rundir.lock import RunDirLock
 from experiments.sweep.callbacks import stopped_at_once
-from experiments.sweep.job import is_multirun, resolve_run_dir, sweep_dir
+from experiments.sweep.job import is_multirun, parallel_jobs, resolve_run_dir, sweep_dir
 from experiments.sweep.records import record_config_error, record_not_started
 from experiments.sweep.resume import resume_command
 
@@ -76,11 +79,13 @@ def train(cfg: DictConfig | dict) -> dict[str, Any]:
         hold_sweep(sweep)
         if why := sweep_stopped(sweep):
             raise RunInterrupted(f"not started: the sweep was stopped by {why}", record_not_started(cfg, why))
-    device = distributed.pick_device(str(c["train"]["device"]), info)
+    device = distributed.pick_device(str(c["train"]["device"]), info, parallel=parallel_jobs() > 1)
     distributed.setup(info, device)
     threads_before = torch.get_num_threads()  # train.num_threads is per run, not for the rest of the process
     try:
-        return TrainingRun(c, info, device).run()
+        run = TrainingRun(c, info, device)
+        with RunDirLock(run.run_dir) if info.is_main else nullcontext():  # one writer per run dir (rundir/lock.py)
+            return run.run()
     finally:
         torch.set_num_threads(threads_before)
         distributed.teardown()

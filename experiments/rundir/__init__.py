@@ -3,4 +3,5 @@
     layout.py      RunDir: which files a run writes, reading and writing them atomically
     checkpoint.py  weights (safetensors) and training state: save, load, last / best
     tracking.py    metrics.jsonl and summary.json, mirrored to wandb when asked
+    lock.py        RunDirLock: one writer per run dir (a second process is refused in one line)
 """

@@ -14,6 +14,8 @@ naming the checkpoint; nothing of it is left and the older ones are intact, so t
 (and CUDA) and each rank's data generator, so a resumed run draws the same windows and dropout masks as an
 uninterrupted one. `state.pt` holds python/numpy RNG tuples and so is a pickle: it is read only to resume your own
 run; the weights (what `experiments.load_run` and exports read) never need pickle.
+`state.pt` also records the fingerprints of the run's tokenizer and data (`inputs`); `check_same_inputs` refuses a
+resume that would go on with others (a checkpoint from before that record is compared by the run dir's tokenizer).
 Also read: the single `checkpoints/last.pt` of runs from before this layout (model + state in one pickle).
 Not handled: sharded (FSDP) state, resuming with a different world size exactly (the data generators are then
 re-seeded; train() warns).
@@ -35,6 +37,7 @@ import torch
 
 from experiments.config.errors import ConfigError
 from experiments.rundir.layout import atomic_write
+from tokenizer import Tokenizer
 
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"
@@ -146,6 +149,28 @@ def load_weights(model: torch.nn.Module, path: str | os.PathLike, device: str | 
         extra, missing = sorted(set(tensors) - expected), sorted(expected - set(tensors))
         raise CheckpointError(f"{path} does not match the model (missing {missing[:3]}, unexpected {extra[:3]})")
     model.load_state_dict(tensors, strict=False)  # the aliases of tied weights are the same tensors
+
+
+def recorded_inputs(state: dict[str, Any], tokenizer_path: Path) -> dict[str, str]:
+    """The fingerprints of what a checkpoint was trained on ({"tokenizer": ..., "data": ...}): its own record, or for
+    a checkpoint from before it kept one, the tokenizer copy in the run dir (data then unknown: {} if neither)."""
+    if isinstance(state.get("inputs"), dict):
+        return state["inputs"]
+    try:
+        return {"tokenizer": Tokenizer.load(tokenizer_path).fingerprint()}
+    except (OSError, ValueError):
+        return {}
+
+
+def check_same_inputs(where: Path, recorded: dict[str, str], current: dict[str, str]) -> None:
+    """ConfigError (one line) when a resume would go on with another tokenizer or other data than the checkpoint
+    at `where` was trained on; a fingerprint the checkpoint does not record is not compared."""
+    for what, other in (("tokenizer", "another tokenizer"), ("data", "other data")):
+        have, now = recorded.get(what), current.get(what)
+        if have and now and have != now:
+            raise ConfigError(f"train.resume=true but {where} was trained on {other} (fingerprint {have[:12]}, this "
+                              f"config gives {now[:12]}); resume with the run's own {what} settings (its config.yaml) "
+                              f"or start a new run dir")
 
 
 class Checkpoints:

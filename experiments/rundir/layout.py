@@ -19,7 +19,8 @@ error; `error` holds the reason). Readers (compare, findings) read the JSON dict
 Starting a run never replaces another run's files unless asked: `check_can_start` refuses a dir that already
 holds any of the files a run writes, unless the caller resumes it (`train.resume=true`) or asked to replace it
 (`train.overwrite=true`, which removes exactly the files a run writes and nothing else).
-Not handled: locking against two processes writing one run dir at once.
+Two processes writing one run dir at once are prevented by experiments/rundir/lock.py (`.archlab.lock`, removed
+when the run ends; not a run output).
 """
 
 from __future__ import annotations

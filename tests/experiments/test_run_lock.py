@@ -5,8 +5,10 @@ an OS lock between threads of one process proves nothing."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from experiments.config.errors import ConfigError
 from experiments.rundir.lock import LOCK_NAME, RunDirLock
 
-from .conftest import PYTHON, REPO
+from .conftest import PYTHON, REPO, TINY
 from .small_fs import tmpfs
 
 HOLDER = """
@@ -109,3 +111,40 @@ def test_a_read_only_run_dir_is_one_line(tmp_path):
                 RunDirLock(path).acquire()
             msg = str(e.value)
             assert "\n" not in msg and str(path) in msg and "Read-only file system" in msg, msg
+
+
+# ------------------------------------------------------------------------------------------ two trainers, one dir
+
+
+def test_a_second_trainer_on_a_running_run_dir_is_refused_and_a_killed_one_resumes(cli_env, cache_dir, tmp_path):
+    run = tmp_path / "run"
+    base = [PYTHON, "-m", "experiments.train", *TINY, "train.steps=3000", "train.ckpt_interval=50",
+            "train.eval_interval=1000", f"data.cache_dir={cache_dir}", f"hydra.run.dir={run}"]
+    first = subprocess.Popen(base, cwd=REPO, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(run.glob("checkpoints/step_*/state.pt")) and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None, "the first trainer ended before the test could contend with it"
+        for extra in ([], ["train.resume=true"]):  # a second start, and a resume while the first still trains
+            second = subprocess.run([*base, *extra], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=300)
+            lines = second.stderr.strip().splitlines()
+            assert second.returncode == 2 and len(lines) == 1 and str(run) in lines[0], second.stderr[-2000:]
+            if extra:  # (a second start is refused earlier, by the precheck: the dir already holds a run)
+                assert lines[0].startswith("config error: run dir ") and "in use by another process" in lines[0]
+                assert f"(pid {first.pid})" in lines[0], lines
+        assert first.poll() is None, "the refused trainers must not have stopped the first"
+    finally:
+        first.kill()  # SIGKILL: its lock file stays, its lock does not
+        first.communicate(timeout=60)
+    assert (run / LOCK_NAME).exists()
+    last = max(int(p.name.split("_")[1]) for p in run.glob("checkpoints/step_*"))
+    # the resume that follows is not blocked; its budget ends a few steps after the last checkpoint (test time)
+    resumed = subprocess.run([*base, "train.resume=true", f"train.steps={last + 5}"], cwd=REPO, env=cli_env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == last + 5
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines() if "train/loss" in line]
+    assert steps == list(range(1, last + 6))  # one writer throughout: no step twice, none lost
+    assert not (run / LOCK_NAME).exists()
