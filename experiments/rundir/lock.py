@@ -83,6 +83,14 @@ class RunDirLock:
         self.release()
 
 
+def check_not_in_use(run_dir: str | os.PathLike) -> None:
+    """ConfigError (the refusal of `RunDirLock.acquire`) when another live process holds `run_dir`; creates nothing
+    when no lock file is there. For checks before a run starts (e.g. before Hydra writes `.hydra/` into the dir);
+    the run still takes the lock itself, which is what keeps a second writer out."""
+    if (Path(run_dir) / LOCK_NAME).exists():  # a holder's file exists while it holds
+        RunDirLock(run_dir).acquire().release()
+
+
 def holder_pid(path: Path) -> int | None:
     """The pid written in a lock file, None when it is missing, empty or not a number."""
     try:

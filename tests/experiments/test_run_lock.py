@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from experiments.config.errors import ConfigError
-from experiments.rundir.lock import LOCK_NAME, RunDirLock
+from experiments.rundir.lock import LOCK_NAME, RunDirLock, check_not_in_use
 
 from .conftest import PYTHON, REPO, TINY
 from .small_fs import tmpfs
@@ -70,6 +70,21 @@ def test_a_second_process_is_refused_in_one_line_naming_the_dir_and_the_holder(t
         holder.communicate("\n", timeout=60)
     assert holder.returncode == 0
     assert _contend(run_dir).stdout.strip() == "acquired"
+
+
+def test_check_not_in_use_refuses_a_held_dir_and_touches_no_other(tmp_path):
+    run_dir = tmp_path / "run"
+    check_not_in_use(run_dir)
+    assert not run_dir.exists()  # nothing created for a dir nobody holds
+    holder = _hold(run_dir, "stdin")
+    try:
+        with pytest.raises(ConfigError, match=rf"in use by another process \(pid {holder.pid}\)"):
+            check_not_in_use(run_dir)
+        assert (run_dir / LOCK_NAME).exists()  # the holder's lock is untouched
+    finally:
+        holder.communicate("\n", timeout=60)
+    check_not_in_use(run_dir)
+    assert list(run_dir.iterdir()) == []
 
 
 @pytest.mark.parametrize("how", ["return", "raise", "sigint", "sigkill"])
