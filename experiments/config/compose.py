@@ -5,7 +5,12 @@ the docs use. In a source checkout (and an editable install) it is the repo's `c
 ships the same files as the data package `experiments/conf` (pyproject.toml maps conf/ there), found first.
 
 compose_config: the demo, the benchmarks and the tests build run configs this way: no output dir is made and the
-cwd is not changed. The `${archlab_dirname:...}` resolver is registered first, so sweep-dir interpolations resolve.
+cwd is not changed. Importing this module registers what conf/ needs besides its files: the typed schemas
+(experiments.config.schema.register: `run_schema`, `schema/...`) and the `${archlab_dirname:...}` resolver, so
+`@hydra.main(config_path=CONF_DIR)` in experiments/run/train.py composes the same config.
+Without the hydra node (return_hydra_config=False) the launcher is irrelevant, so an experiment whose defaults name a
+launcher plugin (hydra/launcher: joblib_2) composes with Hydra's basic launcher unless the overrides choose one:
+composing a finding's config needs no hydra-joblib-launcher.
 Not handled: multirun sweeps (`-m`), which need the Hydra entry point `python -m experiments.train`.
 """
 
@@ -13,8 +18,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from experiments.config import resolvers  # noqa: F401  (registers ${archlab_dirname:...} on import)
+from experiments.config.schema import register
 
 
 def conf_dir() -> Path:
@@ -29,11 +38,12 @@ CONF_DIR = conf_dir()
 
 def compose_config(overrides: list[str], *, return_hydra_config: bool = False) -> DictConfig:
     """compose_config(["model/pos=rope", "train.steps=3"]) -> the composed DictConfig of conf/train.yaml."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from experiments.config import resolvers  # noqa: F401  (registers ${archlab_dirname:...} on import)
-
+    overrides = list(overrides)
+    if not return_hydra_config and not any(o.lstrip("+~").startswith("hydra/launcher=") for o in overrides):
+        overrides.append("hydra/launcher=basic")
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="train", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+register()

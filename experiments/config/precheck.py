@@ -1,40 +1,51 @@
 """Command-line checks that must happen before Hydra starts: one `config error: ...` line instead of a page.
 
-`precheck_or_exit(sys.argv[1:])` is called by `python -m experiments.train` before `@hydra.main`. It parses the
-arguments with Hydra's own argument parser and override grammar and refuses, with one line on stderr and exit 2:
+`precheck_or_exit(sys.argv[1:])` is called by `python -m experiments.train` before `@hydra.main`. Everything it
+refuses is one line on stderr and exit 2, and nothing is written (Hydra has not made a dir or .hydra/ yet):
 
-* an unknown option of a config group, also inside a sweep (`model/pos=rope,fourier`):
-  `config error: model/pos: unknown option 'fourier'; choose from alibi, learned, none, relative, rope, sinusoidal`
-  (options are the YAML file names under the conf dir, experiments.config.compose.CONF_DIR: one source);
-* an unknown group (`model/posx=rope`) and an unknown key (`trian.steps=3` -> `did you mean train.steps?`), or
-  a key below a null or scalar value (`model.shape.n_layers=2` where `shape: null`), judged against the config
-  composed with the command's own group choices;
-* a `hydra.run.dir` / `hydra.sweep.dir` / `train.run_dir` that exists and is not a directory, or cannot be
-  written (experiments.rundir.layout.RunDir.check_can_start);
-* a single run's bad value (`seed=abc`, `optim.lr=-1`: experiments.config.check.check_values), so Hydra does not
-  create an empty run dir for a run that cannot start;
-* a single run whose `hydra.run.dir=D` already holds a run, without `train.resume=true` / `train.overwrite=true`
-  (Hydra would otherwise write D/.hydra/ over the old run's files before train() could refuse).
-
-Not handled here (left to Hydra, which accepts or reports them itself): anything it does not parse, `+key=v`,
-`~key`, `key@pkg=v`, `hydra/...` groups (plugins add options), `--config-path/--config-name/--config-dir`,
-`--help`, glob()/interval() sweeps, list indices (`optim.betas.0=0.8`).
-Values are checked later by experiments.config.check.validate (same one-line shape).
+* what Hydra cannot read (experiments.config.argv): an unknown flag, `-m` after the overrides, an override its
+  grammar refuses, a --config-name / --config-dir that names nothing;
+* an unknown option of a config group, also inside a sweep (`model/pos=rope,fourier`), and an unknown group
+  (options are the YAML files under the conf dir, experiments.config.compose.CONF_DIR: one source);
+* a launcher plugin that is not installed (`hydra/launcher=joblib_2`, or an experiment that names one), with the
+  extra that installs it: `pip install 'archlab[joblib]'`;
+* a key outside the schema, added with `+` or not (`trian.steps=3` -> `did you mean train.steps?`), a key below a
+  null or single value, and a value of the wrong type (`seed=abc`), each value of a sweep included;
+* anything else Hydra's composition refuses, as its first line naming the key;
+* a run dir or sweep dir (given or Hydra's default) that is not a directory or cannot be created (`/proc/x`);
+* a single run: every value check of experiments.config.check.validate (`optim.lr=-1`, a missing tokenizer.path);
+  a dir that holds a run, without train.resume=true / train.overwrite=true; a resume whose dir holds a run of
+  another model (Hydra would write .hydra/ over the old run's before train() refused).
+Not handled (left to Hydra or to each job): `--help`, `--info`, `--cfg` run dirs, `--config-path`, a custom
+--config-name / --config-dir (its keys are its own), list indices (`optim.betas.0=0.8`), a sweep's value ranges
+(each job that cannot run records `failed`, and the others go on).
 """
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import difflib
-import io
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from experiments.config.compose import CONF_DIR
-from experiments.config.errors import ConfigError
+import yaml
+from omegaconf import DictConfig, OmegaConf
 
-RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "train.run_dir")
+from experiments.config.argv import parse_command
+from experiments.config.check import validate
+from experiments.config.compose import CONF_DIR, compose_config
+from experiments.config.errors import ConfigError
+from experiments.config.rules import close_key, omegaconf_error
+from experiments.config.rundir_check import check_resume, check_run_dirs
+
+# launcher plugin config -> (its module, the archlab extra that installs it)
+LAUNCHER_PLUGINS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "joblib"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+}
 
 
 def group_options(conf_dir: Path = CONF_DIR) -> dict[str, list[str]]:
@@ -48,32 +59,58 @@ def group_options(conf_dir: Path = CONF_DIR) -> dict[str, list[str]]:
     return groups
 
 
-def _parse(argv: list[str]) -> tuple[Any, list] | None:
-    """(Hydra's parsed args, parsed overrides), or None when either parser refuses (Hydra will say why)."""
-    from hydra._internal.utils import get_args_parser
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if "--version" in argv:
-        return None
-    try:
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            args = get_args_parser().parse_args(argv)  # argparse prints its own usage on an error: Hydra will
-        return args, OverridesParser.create().parse_overrides(args.overrides)
-    except (SystemExit, Exception):
-        return None
-
-
 def _values(o) -> list[Any] | None:
-    """The override's values as strings/None (a,b,c sweeps and range() expanded); None for glob()/interval()."""
+    """The override's values (a,b,c / range() / glob() sweeps expanded); None for interval() sweeps."""
     if o.is_sweep_override():
-        return list(o.sweep_string_iterator()) if o.is_discrete_sweep() else None
+        return list(o.sweep_iterator()) if o.is_discrete_sweep() else None
     return [o.value()]
 
 
 def _check_group(group: str, values: list[Any], groups: dict[str, list[str]]) -> None:
     for v in values:
-        if v is not None and v != "null" and (not isinstance(v, str) or v not in groups[group]):
+        if v is None:  # Hydra: "Config group override must be a string or a list. Got NoneType" (a traceback)
+            raise ConfigError(f"{group}: a group cannot be set to null on the command line; remove it with ~{group}")
+        if not isinstance(v, str) or v not in groups[group]:
             raise ConfigError(f"{group}: unknown option {v!r}; choose from {', '.join(groups[group])}")
+
+
+def _launcher_plugin(name: str) -> str:
+    """Our launcher option (conf/hydra/launcher/<name>.yaml) -> the plugin config it extends; else name itself."""
+    path = CONF_DIR / "hydra" / "launcher" / f"{name}.yaml"
+    if not path.is_file():
+        return name
+    defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
+    return next((d for d in defaults if isinstance(d, str) and d != "_self_"), name)
+
+
+def launcher_choice(overrides: list, groups: dict[str, list[str]]) -> str:
+    """hydra/launcher as this command chooses it: its own override, else its experiment's, else basic."""
+    for o in overrides:
+        if o.key_or_group == "hydra/launcher" and not o.is_sweep_override():
+            return str(o.value())
+    for o in overrides:
+        if o.key_or_group == "experiment" and not o.is_sweep_override() and o.value() in groups.get("experiment", []):
+            text = (CONF_DIR / "experiment" / f"{o.value()}.yaml").read_text()
+            for d in (yaml.safe_load(text) or {}).get("defaults") or []:
+                if isinstance(d, dict) and "override /hydra/launcher" in d:
+                    return str(d["override /hydra/launcher"])
+    return "basic"
+
+
+def check_launcher(name: str) -> None:
+    """The launcher's plugin must be importable; else one line naming the extra that installs it."""
+    plugin = _launcher_plugin(name)
+    if plugin not in LAUNCHER_PLUGINS:
+        return
+    module, extra = LAUNCHER_PLUGINS[plugin]
+    try:
+        installed = find_spec(module) is not None
+    except ModuleNotFoundError:  # hydra_plugins itself is absent
+        installed = False
+    if not installed:
+        package = module.split(".")[-1].replace("_", "-")
+        raise ConfigError(f"hydra/launcher={name}: the {package} plugin is not installed; "
+                          f"pip install 'archlab[{extra}]' (in a checkout: pip install -e '.[{extra}]')")
 
 
 def _flat_keys(node: Any, prefix: str = "") -> list[str]:
@@ -86,111 +123,111 @@ def _flat_keys(node: Any, prefix: str = "") -> list[str]:
     return out
 
 
-def _check_keys(keys: list[str], group_overrides: list[str]) -> None:
-    """Each dotted key must exist in conf/train.yaml composed with the command's group choices."""
-    from omegaconf import OmegaConf
+def check_key(key: str, plain: dict[str, Any]) -> None:
+    """`key` must be a key of the composed config `plain` (every schema field is there)."""
+    node: Any = plain
+    for i, part in enumerate(key.split(".")):
+        if isinstance(node, list):
+            return  # optim.betas.0=...: Hydra indexes lists itself
+        where = ".".join(key.split(".")[:i])
+        if not isinstance(node, dict):
+            if node is None:
+                raise ConfigError(f"{key}: {where} is null here; set it whole, e.g. '{where}={{{part}: ...}}'")
+            raise ConfigError(f"{key}: {where} is a single value ({node!r}), not a group of keys")
+        if part not in node:
+            same_depth = [k for k in _flat_keys(plain) if k.count(".") == key.count(".")]
+            hint = close_key(key, same_depth) or f"{where or 'the config'} has no {part!r}"
+            raise ConfigError(f"{key}: unknown key; {hint}")
+        node = node[part]
 
-    from experiments.config.compose import compose_config
 
+def check_value(base: DictConfig, key: str, value: Any) -> None:
+    """`key=value` on the composed config `base`, as Hydra would apply it: a wrong type raises ConfigError."""
+    cfg = copy.deepcopy(base)
     try:
-        cfg = OmegaConf.to_container(compose_config(group_overrides), resolve=False)
-    except Exception:
-        return  # Hydra reports it
-    finally:
-        from hydra.core.global_hydra import GlobalHydra
-
-        GlobalHydra.instance().clear()
-    for key in keys:
-        node: Any = cfg
-        for i, part in enumerate(key.split(".")):
-            if isinstance(node, list):
-                break  # optim.betas.0=...: Hydra indexes lists itself
-            if not isinstance(node, dict):
-                where = ".".join(key.split(".")[:i])
-                if node is None:
-                    raise ConfigError(f"{key}: {where} is null here; set it whole, e.g. '{where}={{{part}: ...}}'")
-                raise ConfigError(f"{key}: {where} is a single value ({node!r}), not a group of keys")
-            if part not in node:
-                same_depth = [k for k in _flat_keys(cfg) if k.count(".") == key.count(".")]
-                near = difflib.get_close_matches(key, same_depth, n=1, cutoff=0.8)
-                where = ".".join(key.split(".")[:i]) or "the config"
-                hint = f"did you mean {near[0]}?" if near else f"{where} has no {part!r} (a new key: +{key}=...)"
-                raise ConfigError(f"{key}: unknown key; {hint}")
-            node = node[part]
+        OmegaConf.update(cfg, key, value, merge=True)
+    except Exception as e:  # noqa: BLE001 - OmegaConf's validation errors, any other refusal
+        raise omegaconf_error(e) from None
 
 
-def _check_values(plain_overrides: list[str]) -> None:
-    """A single run's values against experiments.config.check's table (seed=abc, optim.lr=-1, ...), so a bad value
-    is refused before Hydra creates the run dir; the same check runs again in train() (it reads no data)."""
-    from experiments.config.compose import compose_config
-    from experiments.config.check import check_values, to_plain
-
+def compose_or_raise(overrides: list[str], *, return_hydra_config: bool) -> DictConfig:
+    """compose_config, with any refusal of Hydra's as one ConfigError naming the key where one is known."""
     try:
-        plain = to_plain(compose_config(plain_overrides))
-    except Exception:  # noqa: BLE001 - Hydra, or validate() inside train(), reports what composing cannot
-        return
-    finally:
-        from hydra.core.global_hydra import GlobalHydra
-
-        GlobalHydra.instance().clear()
-    check_values(plain)
-
-
-def _check_run_dirs(paths: dict[str, Any], *, multirun: bool, resume: bool, overwrite: bool) -> None:
-    from experiments.rundir.layout import RunDir, RunDirError
-
-    for key, value in paths.items():
-        if not isinstance(value, str) or "${" in value or (key == "hydra.run.dir" and multirun) \
-                or (key == "hydra.sweep.dir" and not multirun):
-            continue
-        # a fresh single run must not land on an old one (Hydra writes .hydra/ there first); a sweep dir only
-        # has to be a writable directory
-        fresh = key == "hydra.run.dir" or (key == "train.run_dir" and not multirun)
-        try:
-            RunDir(Path(value).expanduser()).check_can_start(resume=resume or not fresh, overwrite=overwrite and fresh)
-        except RunDirError as e:
-            raise ConfigError(f"{key}: {e}") from None
+        return compose_config(overrides, return_hydra_config=return_hydra_config)
+    except Exception as e:  # noqa: BLE001 - Hydra's composition errors: each becomes one line
+        cause: BaseException | None = e
+        while cause is not None:
+            if getattr(cause, "full_key", None):
+                raise omegaconf_error(cause) from None
+            cause = cause.__cause__
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+        named = next((k for k in keys if f"'{k}'" in first or f"override {k}=" in first), None)
+        raise ConfigError(f"{named + ': ' if named else ''}{first}") from None
 
 
 def _flag(overrides: list, key: str) -> bool:
     return any(o.key_or_group == key and not o.is_sweep_override() and o.value() in (True, "true") for o in overrides)
 
 
+def _first_point(o) -> str:
+    """The override with its first sweep value (a sweep's first job)."""
+    if not o.is_sweep_override():
+        return o.input_line
+    value = _values(o)
+    prefix = "+" if o.is_add() else "++" if o.is_force_add() else ""
+    return f"{prefix}{o.key_or_group}={'null' if not value or value[0] is None else value[0]}" if value else ""
+
+
 def precheck(argv: list[str]) -> None:
     """Raise ConfigError (one line) for the command-line mistakes in the module docstring; else return."""
-    parsed = _parse(argv)
-    if parsed is None:
+    if "--version" in argv:
         return
-    args, overrides = parsed
-    if args.help or args.hydra_help or args.shell_completion or args.config_path \
+    args, overrides = parse_command(argv)
+    if args.help or args.hydra_help or args.shell_completion or args.info or args.config_path \
             or args.config_name or args.config_dir or args.experimental_rerun:
         return
     groups = group_options()
-    group_overrides, keys, paths = [], [], {}
+    group_overrides, keyed = [], []
     for o in overrides:
         key = o.key_or_group
-        if o.package is not None or o.is_delete() or key == "hydra" or key.startswith("hydra/"):
+        if o.is_delete() and key not in groups and not key.startswith("hydra"):
+            raise ConfigError(f"{key}: a key of the run config cannot be removed (its schema has it); set it "
+                              f"instead: {key}=...")
+        if o.package is not None or o.is_delete():
             continue
-        values = _values(o)
-        if key in groups:
-            if values is not None:
-                _check_group(key, values, groups)
-                group_overrides.append(f"{'+' if o.is_add() else ''}{key}={'null' if values[0] is None else values[0]}")
-        elif "/" in key:
+        if key == "hydra/launcher" or (key in groups and _values(o) is not None):
+            if key in groups:
+                _check_group(key, _values(o), groups)
+            group_overrides.append(_first_point(o))
+        elif "/" in key and not key.startswith("hydra/"):
             near = difflib.get_close_matches(key, list(groups), n=1)
             raise ConfigError(f"{key}: unknown config group{f'; did you mean {near[0]}?' if near else ''}; "
                               f"groups: {', '.join(groups)}")
-        elif key in RUN_DIR_KEYS and values is not None:
-            paths[key] = values[0]
-        elif not o.is_add() and not o.is_force_add() and not key.startswith("hydra."):
-            keys.append(key)
-    if keys:
-        _check_keys(keys, group_overrides)
-    if not args.multirun:  # a sweep's values are checked per job (each failed job gets its own summary)
-        _check_values([o.input_line for o in overrides if o.input_line and not o.key_or_group.startswith("hydra")])
-    if not (args.cfg or args.info):  # --cfg / --info print and exit: nothing is written
-        _check_run_dirs(paths, multirun=bool(args.multirun), resume=_flag(overrides, "train.resume"),
-                        overwrite=_flag(overrides, "train.overwrite"))
+        elif key not in groups and not key.startswith("hydra"):
+            keyed.append(o)
+    check_launcher(launcher_choice(overrides, groups))
+
+    base = compose_or_raise(group_overrides, return_hydra_config=False)
+    plain = OmegaConf.to_container(base, resolve=False)
+    for o in keyed:
+        check_key(o.key_or_group, plain)
+        if o.is_add():  # Hydra: "Could not append to config. An item is already at 'seed'."
+            raise ConfigError(f"{o.key_or_group}: is already in the config; set it without the +: "
+                              f"{o.input_line.lstrip('+')}")
+        for value in _values(o) or []:
+            check_value(base, o.key_or_group, value)
+    point = [_first_point(o) for o in overrides]
+    cfg = compose_or_raise([p for p in point if p], return_hydra_config=True)
+    if args.cfg:
+        return  # --cfg prints the config and exits: nothing is written
+    resume, overwrite = _flag(overrides, "train.resume"), _flag(overrides, "train.overwrite")
+    run_dir = check_run_dirs(cfg, multirun=bool(args.multirun), resume=resume, overwrite=overwrite)
+    if args.multirun:
+        return  # a sweep's values are checked per job (each job that cannot run records its own summary)
+    run_config = validate(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
+    if resume and run_dir is not None:
+        check_resume(run_dir, run_config)
 
 
 def precheck_or_exit(argv: list[str]) -> None:

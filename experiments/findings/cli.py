@@ -119,12 +119,13 @@ def train_argv(f: Finding, sweep_dir: Path, jobs: int, overrides: Sequence[str])
     the data) are kept out of the run dir names, so a run dir reads `3_model.pos=alibi,seed=0`."""
     from experiments.config.compose import compose_config
 
-    base = list(compose_config([f"experiment={f.experiment}"], return_hydra_config=True)
+    launcher = launcher_overrides(jobs)[0]  # the sweep's own launcher: --jobs 1 composes without joblib
+    base = list(compose_config([f"experiment={f.experiment}", *launcher], return_hydra_config=True)
                 .hydra.job.config.override_dirname.exclude_keys)
     shared = [o.key_or_group for o in parse_overrides(overrides)
               if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")]
     exclude = list(dict.fromkeys([*base, *shared]))
-    return ["-m", f"experiment={f.experiment}", *launcher_overrides(jobs)[0], f"hydra.sweep.dir={sweep_dir}",
+    return ["-m", f"experiment={f.experiment}", *launcher, f"hydra.sweep.dir={sweep_dir}",
             "~hydra.callbacks.sweep_report",
             "hydra.job.config.override_dirname.exclude_keys=[" + ",".join(f"'{k}'" for k in exclude) + "]",
             *overrides]

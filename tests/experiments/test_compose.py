@@ -69,9 +69,9 @@ def test_option_composes_and_validates(group, option, required_values, cache_dir
                        *required_values.get((group, option), [])])
     c = validate(cfg)
     if group == "model/pos":
-        assert c["model"]["pos"]["kind"] == option
+        assert c.model.pos.kind == option
     if group == "experiment":
-        assert c["experiment_name"] == option
+        assert c.experiment_name == option
 
 
 @pytest.mark.parametrize("option", sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml")))
@@ -105,7 +105,7 @@ def test_depth_vs_width_shapes_share_one_budget(cache_dir):
     for n_layers in (1, 2, 4, 8, 16):
         c = validate(compose_config(["logger=disabled", f"data.cache_dir={cache_dir}", "experiment=depth_vs_width",
                                   f"model.shape.n_layers={n_layers}"]))
-        mc = model_config(c["model"], vocab_size=1024)
+        mc = model_config(c.model, vocab_size=1024)
         assert mc.n_layers == n_layers
         counts[n_layers] = count_params(mc, non_embedding=True)
     budget = 800_000
@@ -145,7 +145,7 @@ def test_model_group_options_are_the_arch_registry(group):
     assert sorted(p.stem for p in (CONF / group).glob("*.yaml")) == sorted(registry)
     for option in registry:  # each option file sets that field to its own name (the report column value)
         c = validate(compose_config(["logger=disabled", f"{group}={option}"]))
-        value = c["model"]["pos"]["kind"] if field == "pos.kind" else c["model"][field]
+        value = c.model.pos.kind if field == "pos.kind" else getattr(c.model, field)
         assert value == option
 
 
@@ -155,15 +155,15 @@ def test_qk_norm_group_is_none_or_a_norm_type():
     assert sorted(p.stem for p in (CONF / "model/qk_norm").glob("*.yaml")) == sorted([*NORMS, "none"])
     for option in ("none", *NORMS):  # none.yaml is qk_norm: null (ModelConfig's "off")
         c = validate(compose_config(["logger=disabled", f"model/qk_norm={option}"]))
-        assert c["model"]["qk_norm"] == (None if option == "none" else option)
+        assert c.model.qk_norm == (None if option == "none" else option)
 
 
 def test_decoder_knob_keys_compose():
     c = validate(compose_config(["logger=disabled", "model/pos=rope", "model.n_kv_heads=2", "model.window=16",
                                  "model.pos.rope_scaling=yarn", "model.pos.rope_scaling_factor=4"]))
-    m = c["model"]
-    assert (m["n_kv_heads"], m["window"]) == (2, 16)
-    assert (m["pos"]["rope_scaling"], m["pos"]["rope_scaling_factor"]) == ("yarn", 4)
+    m = c.model
+    assert (m.n_kv_heads, m.window) == (2, 16)
+    assert (m.pos.rope_scaling, m.pos.rope_scaling_factor) == ("yarn", 4)
 
 
 def test_model_groups_are_in_the_defaults_list_and_dotted_keys_still_work():
@@ -171,15 +171,16 @@ def test_model_groups_are_in_the_defaults_list_and_dotted_keys_still_work():
     listed = {k for d in defaults if isinstance(d, dict) for k in d}
     assert set(MODEL_GROUPS) | {"model/qk_norm"} <= listed
     c = validate(compose_config(["logger=disabled", "model.norm=post", "model.activation=swiglu"]))
-    assert (c["model"]["norm"], c["model"]["activation"]) == ("post", "swiglu")
+    assert (c.model.norm, c.model.activation) == ("post", "swiglu")
     c = validate(compose_config(["logger=disabled", "model=small", "model/norm=sandwich", "model/norm_type=rmsnorm"]))
-    assert (c["model"]["norm"], c["model"]["norm_type"], c["model"]["d_model"]) == ("sandwich", "rmsnorm", 128)
+    assert (c.model.norm, c.model.norm_type, c.model.d_model) == ("sandwich", "rmsnorm", 128)
 
 
 def test_model_presets_are_model_config_defaults_plus_presets():
     import dataclasses
 
     from arch import ModelConfig
+    from arch.config import PosConfig
     from arch.presets import PRESETS
 
     assert sorted(p.stem for p in (CONF / "model").glob("*.yaml")) == sorted(PRESETS)
@@ -189,8 +190,8 @@ def test_model_presets_are_model_config_defaults_plus_presets():
     for name, fields in PRESETS.items():
         assert not set(fields) & grouped, name  # a preset would silently beat model/norm=... on the command line
         c = validate(compose_config(["logger=disabled", f"model={name}", "train.n_ctx=32"]))
-        model = dict(c["model"])
-        assert model.pop("pos") == {"kind": "learned"}
+        model = c.to_dict()["model"]
+        assert model.pop("pos") == dataclasses.asdict(PosConfig())  # model/pos=learned: PosConfig's defaults
         assert (model.pop("vocab_size"), model.pop("n_ctx"), model.pop("shape")) == (None, 32, None)
         assert model == {**defaults, **fields}, name
 
@@ -210,7 +211,7 @@ def no_data_loading(monkeypatch):
     "overrides,message",
     [
         (["model.d_model=30", "model.n_heads=4"], "not divisible by n_heads"),
-        (["model.activation=tanh"], "model.activation: unknown value 'tanh'"),
+        (["model.activation=tanh"], "model: unknown activation 'tanh'"),  # arch.ModelConfig's own check
         (["data=text"], "data.paths: is required"),
         (["data=text", "data.paths=[/nonexistent/corpus.txt]"], "no file matches"),
         (["schedule.name=step"], "schedule.name: unknown value 'step'"),

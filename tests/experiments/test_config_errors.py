@@ -1,46 +1,62 @@
-"""Every value a user can get wrong is one `config error: <key>: <why>` line, before any data is read.
+"""Every value a user can get wrong is one `config error: <key>: <why>` line, before anything is written.
 
-The bad values are generated from the rule table (experiments.config.check.rules) but judged independently:
-each must make validate() raise a ConfigError whose message starts with `<key>: `. The table's own coverage is
-checked against the keys of conf/ (every user-settable key of optim, schedule, train, model, tokenizer, logger has
-a rule), so a new key without a rule fails here. A few values go through the real CLI: exit 2, one stderr line,
-no traceback, no run files.
+The bad values are generated from the schema (each field's Rule, experiments.config.rules, and its type) but judged
+independently: each must make the command-line check (experiments.config.precheck, which composes with Hydra and
+then validates) raise one ConfigError whose message starts with the key. The schema's coverage is checked too: every
+field of the groups a user sets carries a Rule unless its type says it all (a bool) or it is free text, so a new
+field without a rule fails here. A few values go through the real CLI: exit 2, one stderr line, no traceback, no
+run files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
-from pathlib import Path
+import typing
 
 import pytest
-from omegaconf import OmegaConf
 
-from experiments.config.compose import compose_config
-from experiments.config.check import Rule, rules, validate
+from experiments.config.data_schema import DATA_SCHEMAS
 from experiments.config.errors import ConfigError
+from experiments.config.precheck import precheck
+from experiments.config.rules import Rule
+from experiments.config.schema import FIXED_GROUPS, LoadedTokenizer, RunConfig, TrainedTokenizer
 
 from .conftest import PYTHON, REPO
 
-def _bad_values(rule: Rule) -> list:
-    """Values the rule's own description forbids (null unless nullable; wrong type; just outside each bound)."""
+# the group overrides that put a schema in the composed config, and the values its required keys need
+SETUPS = {
+    "run": [], "optim": [], "schedule": [], "train": [], "logger": [], "task": [],
+    "tokenizer/train": [], "tokenizer/load": ["tokenizer=load", f"tokenizer.path={__file__}"],
+    "data/embedded": [], "data/text": ["data=text", f"data.paths=[{__file__}]"],
+    "data/hf": ["data=hf", "data.name=someone/some-dataset"], "data/tokens": ["data=tokens", "data.train_path=x.bin"],
+    "data/seq2seq_pairs": ["task=seq2seq", "data=seq2seq_pairs", "data.path=x.tsv"],
+    "data/seq2seq_synthetic": ["task=seq2seq"],
+}
+SCHEMAS = {"run": RunConfig, **FIXED_GROUPS, "tokenizer/train": TrainedTokenizer, "tokenizer/load": LoadedTokenizer,
+           **{f"data/{source}": cls for source, cls in DATA_SCHEMAS.items()}}
+FREE_TEXT = {"data.config_name", "data.val_split", "data.val_path", "data.path", "data.train_path", "data.cache_dir"}
+
+
+def _bad_values(rule: Rule | None, hint) -> list:
+    """Values the field's Rule or type forbids (null unless nullable; wrong type; just outside each bound)."""
+    if rule is None:  # a bool: its type is the rule
+        return ["maybe", 1.5] if hint is bool else []
     out: list = [] if rule.nullable else [None]
     if rule.kind == "int":
-        out += ["abc", 1.5]
-        out += [] if rule.lo is None else [int(rule.lo) - 1 if not rule.lo_open else int(rule.lo)]
+        out += ["abc", 1.5] + ([] if rule.lo is None else [int(rule.lo) - 1 if not rule.lo_open else int(rule.lo)])
     elif rule.kind == "number":
         out += ["abc"]
         out += [] if rule.lo is None else [rule.lo if rule.lo_open else rule.lo - 1]
         out += [] if rule.hi is None else [rule.hi if rule.hi_open else rule.hi + 1]
-    elif rule.kind == "bool":
-        out += ["yes", 1]
     elif rule.kind == "str":
         out += [""]
     elif rule.kind == "choice":
         out += ["no_such_choice"]
-    else:  # lists
-        out += ["abc", [1.5] if rule.kind == "ints" else [1]]
+    elif rule.kind in ("numbers", "ints", "strs"):
+        out += ["abc", [1.5] if rule.kind == "ints" else [[1]]]
         if rule.length:
-            out += [[0.5] * (rule.length - 1)]
+            out += [[1] * (rule.length - 1)]
         if rule.hi is not None:
             out += [[rule.hi] * (rule.length or 1)]
         if rule.lo is not None and rule.kind != "numbers":
@@ -48,68 +64,65 @@ def _bad_values(rule: Rule) -> list:
     return out
 
 
-def _override(key: str, value, present: bool) -> str:
-    """`optim.betas=[0.9]`, `seed=abc`, `train.tokens=null`, `experiment_name=''`; `+key=...` for a key the
-    composed config lacks (a rule for an optional key, e.g. train.overwrite)."""
-    text = "null" if value is None else "''" if value == "" else str(value).replace(" ", "")
-    return f"{'' if present else '+'}{key}={text}"
+def _text(value) -> str:
+    return "null" if value is None else "''" if value == "" else str(value).replace(" ", "")
 
 
-def _key_options() -> dict[str, list[str]]:
-    """dotted key -> the group overrides that put it in the config ([] for the default config)."""
-    keys: dict[str, list[str]] = {}
-
-    def walk(node, prefix, extra):
-        for k, v in node.items():
-            if isinstance(v, dict) and k != "shape":
-                walk(v, f"{prefix}{k}.", extra)
-            else:
-                keys.setdefault(f"{prefix}{k}", extra)
-
-    for extra in [[], ["model/pos=relative"], ["model/pos=rope"], ["model/pos=sinusoidal"],
-                  ["tokenizer=load", "tokenizer.path=x"]]:
-        walk(OmegaConf.to_container(compose_config(["logger=disabled", *extra]), resolve=False), "", extra)
-    return keys
+def _cases() -> list[tuple[str, str, list[str]]]:
+    cases = []
+    for setup, cls in SCHEMAS.items():
+        prefix = "" if setup == "run" else setup.split("/")[0] + "."
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in ("model", "data", "tokenizer", "optim", "schedule", "train", "logger", "task", "source", "mode"):
+                continue  # groups (their own cases), and the discriminators (each option sets them)
+            for value in _bad_values(f.metadata.get("rule"), hints[f.name]):
+                cases.append((prefix + f.name, f"{prefix}{f.name}={_text(value)}", SETUPS[setup]))
+    return cases
 
 
-KEY_OPTIONS = _key_options()
-CASES = [(key, v) for key, rule in rules().items() for v in _bad_values(rule)]
+CASES = _cases()
 
 
-def test_every_conf_key_has_a_rule():
-    """Every key of conf/'s optim, schedule, train, model, tokenizer, logger groups (and seed) is in the table."""
-    sections = ("optim.", "schedule.", "train.", "model.", "tokenizer.", "logger.")
-    keys = [k for k in KEY_OPTIONS if k.startswith(sections) or k in ("seed", "experiment_name")]
-    assert sorted(k for k in keys if k not in rules() and k != "model.shape") == []
+def test_every_user_field_has_a_rule():
+    """Every field of the groups a user sets has a Rule, unless it is a bool or free text (a name, a path)."""
+    bare = []
+    for setup, cls in SCHEMAS.items():
+        prefix = "" if setup == "run" else setup.split("/")[0] + "."
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            key = prefix + f.name
+            typed_enough = hints[f.name] is bool or dataclasses.is_dataclass(hints[f.name]) or key in FREE_TEXT
+            if "rule" not in f.metadata and not typed_enough and f.name not in ("source", "mode"):
+                bare.append(key)
+    assert sorted(set(bare)) == []
 
 
-@pytest.mark.parametrize("key,value", CASES, ids=[f"{k}={v!r}" for k, v in CASES])
-def test_bad_value_is_one_error_naming_the_key(key, value, cache_dir, monkeypatch):
+@pytest.mark.parametrize("key,override,setup", CASES, ids=[c[1] for c in CASES])
+def test_bad_value_is_one_error_naming_the_key(key, override, setup, cache_dir, monkeypatch):
     def fail(*a, **k):
         raise AssertionError("data was read before the config error")
 
     monkeypatch.setattr("experiments.data.corpus.load_corpus", fail)
-    extra = KEY_OPTIONS.get(key, [])
-    cfg = compose_config(["logger=disabled", f"data.cache_dir={cache_dir}", *extra,
-                          _override(key, value, key in KEY_OPTIONS)])
+    monkeypatch.setattr("tokenizer.datasets_source.hub_reachable", lambda timeout=3.0: True)
     with pytest.raises(ConfigError) as e:
-        validate(cfg)
+        precheck(["logger=disabled", f"data.cache_dir={cache_dir}", f"hydra.run.dir={cache_dir}/run", *setup, override])
     msg = str(e.value)
-    assert msg.startswith(f"{key}: ") and "\n" not in msg, msg
+    assert msg.startswith((f"{key}: ", f"{key}[")) and "\n" not in msg, msg
 
 
 def test_good_values_pass(cache_dir):
-    """The bounds are not too tight: values on the allowed side of each bound validate."""
-    c = validate(compose_config(["logger=disabled", f"data.cache_dir={cache_dir}", "seed=0", "optim.lr=1e-9",
-                                 "optim.betas=[0.0,0.999]", "optim.weight_decay=0", "schedule.warmup_steps=0",
-                                 "schedule.min_lr_ratio=1", "train.tokens=null", "train.grad_clip=null",
-                                 "model.dropout=0.0", "train.resume=false"]))
-    assert c["optim"]["betas"] == [0.0, 0.999]
+    """The bounds are not too tight: values on the allowed side of each bound pass."""
+    precheck(["logger=disabled", f"data.cache_dir={cache_dir}", f"hydra.run.dir={cache_dir}/good", "seed=0",
+              "optim.lr=1e-9", "optim.betas=[0.0,0.999]", "optim.weight_decay=0", "schedule.warmup_steps=0",
+              "schedule.min_lr_ratio=1", "train.tokens=null", "train.grad_clip=null", "model.dropout=0.0",
+              "train.resume=false", "tokenizer.vocab_size=257", "data.val_fraction=0.99"])
 
 
 @pytest.mark.parametrize("override,key", [("seed=abc", "seed"), ("optim.lr=-1", "optim.lr"),
                                            ("optim.betas=[0.9]", "optim.betas"),
-                                           ("train.batch_size=0", "train.batch_size")])
+                                           ("train.batch_size=0", "train.batch_size"),
+                                           ("data.val_fraction=half", "data.val_fraction")])
 def test_cli_bad_value_is_one_line(override, key, cli_env, tmp_path):
     run = tmp_path / "run"
     proc = subprocess.run([PYTHON, "-m", "experiments.train", override, f"hydra.run.dir={run}"],

@@ -1,0 +1,105 @@
+"""The command line of `python -m experiments.train`, read the way Hydra will read it, each mistake as one line.
+
+    args, overrides = parse_command(sys.argv[1:])    # argparse Namespace, [hydra Override, ...]
+
+Hydra's own parsers do the reading (its argparse parser, its override grammar, glob() sweeps resolved against
+the conf dir), so what passes here is what Hydra accepts. What they refuse becomes one ConfigError naming the
+argument, instead of Hydra's usage block or its three lines ending in HYDRA_FULL_ERROR:
+
+* an unknown flag (`--bogus-flag`), `-m` after the overrides (`seed=1 -m train.steps=2`);
+* an override the grammar refuses (`model.norm=[post`, an unquoted `=` or non-ASCII character in a value,
+  `key` without `=`): `data.paths: cannot parse 'data.paths=[/tmp/a=b.txt]' ...; quote the value`;
+* `--config-name` / `--config-dir` naming nothing there.
+Not handled: `--config-path` (relative to the app's module; Hydra reports it), `--experimental-rerun` files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.utils import create_config_search_path, get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from experiments.config.compose import CONF_DIR
+from experiments.config.errors import ConfigError
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def _argparse_error(argv: list[str], message: str) -> ConfigError:
+    """argparse's complaint (`unrecognized arguments: x y`) as one line naming the argument."""
+    flags = [i for i, a in enumerate(argv) if a in MULTIRUN_FLAGS]
+    overrides_before = flags and any("=" in a and not a.startswith("-") for a in argv[:flags[0]])
+    if overrides_before:
+        return ConfigError(f"{argv[flags[0]]}: must come before the overrides "
+                           f"(python -m experiments.train -m key=value ...)")
+    unknown = message.split("unrecognized arguments:", 1)[-1].split()
+    if "unrecognized arguments:" in message and unknown:
+        return ConfigError(f"{unknown[0]}: unknown argument; see python -m experiments.train --help")
+    return ConfigError(message)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Hydra's argparse Namespace of argv; ConfigError (one line) where argparse would print its usage block."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(out), contextlib.redirect_stdout(io.StringIO()):
+            return get_args_parser().parse_args(argv)
+    except SystemExit:
+        lines = [line for line in out.getvalue().splitlines() if line.strip()]
+        message = lines[-1].split("error:", 1)[-1].strip() if lines else "cannot parse the command line"
+        raise _argparse_error(argv, message) from None
+
+
+def config_loader(conf_dir: Path = CONF_DIR) -> ConfigLoaderImpl:
+    """Hydra's config loader over the conf dir (what glob() sweeps and config names are resolved against)."""
+    return ConfigLoaderImpl(config_search_path=create_config_search_path(str(conf_dir)))
+
+
+def _parse_error(text: str, e: Exception) -> ConfigError:
+    key = text.split("=", 1)[0].strip("'\" ").lstrip("+~") if "=" in text else text
+    why = str(e).splitlines()[0]
+    if "=" not in text:
+        return ConfigError(f"{key}: not an override; write key=value (group=option, +key=value to add)")
+    return ConfigError(f"{key}: cannot parse {text!r} ({why}); quote a value that holds = , spaces, brackets or "
+                       f"non-ASCII characters: '{key}=\"...\"' (a list: '{key}=[\"a=b.txt\"]')")
+
+
+def parse_overrides(texts: list[str], loader: ConfigLoaderImpl | None = None) -> list[Any]:
+    """Hydra's parsed overrides; the first one its grammar refuses raises ConfigError naming its key."""
+    parser = OverridesParser.create(config_loader=loader or config_loader())
+    parsed = []
+    for text in texts:
+        try:
+            parsed += parser.parse_overrides([text])
+        except Exception as e:  # noqa: BLE001 - OverrideParseException, HydraException: Hydra's grammar said no
+            raise _parse_error(text, e) from None
+    return parsed
+
+
+def check_config_name(args: argparse.Namespace, loader: ConfigLoaderImpl) -> None:
+    """--config-dir must be a directory; --config-name must name a config there (or in conf/)."""
+    if args.config_dir and not Path(args.config_dir).is_dir():
+        raise ConfigError(f"--config-dir: {args.config_dir} is not a directory")
+    if not args.config_name:
+        return
+    search = config_loader(Path(args.config_dir)) if args.config_dir else loader
+    name = args.config_name.removesuffix(".yaml")
+    if not search.repository.config_exists(name) and not (CONF_DIR / f"{name}.yaml").is_file():
+        where = args.config_dir or CONF_DIR
+        primaries = sorted(p.stem for p in Path(where).glob("*.yaml"))
+        raise ConfigError(f"--config-name: no config {args.config_name!r} in {where}; "
+                          f"choose from {', '.join(primaries) or 'train'}")
+
+
+def parse_command(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
+    """(Hydra's args, parsed overrides) of `python -m experiments.train <argv>`; ConfigError for a mistake."""
+    args = parse_args(argv)
+    loader = config_loader()
+    check_config_name(args, loader)
+    return args, parse_overrides(list(args.overrides), loader)
