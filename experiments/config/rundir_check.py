@@ -7,7 +7,8 @@ experiment, or Hydra's defaults):
 
 * a path that exists and is not a directory, or that cannot be created (`/proc/x`: making and removing a
   temporary dir in its nearest existing parent is the test; it leaves nothing behind);
-* a fresh single run in a dir that holds a run (experiments.rundir.layout.RunDir.check_can_start);
+* a fresh single run in a dir that holds a run (experiments.rundir.layout.RunDir.check_can_start), and a single
+  run's dir that another live process trains in (experiments.rundir.lock.check_not_in_use, resume or not);
 * `train.resume=true` in a dir whose config.yaml holds another model than this command builds (the refusal
   train() would make when it reads the checkpoint; here before .hydra/ is written).
 Not handled: a sweep's job dirs (each job checks its own in train()); a resume of a run that never wrote
@@ -27,6 +28,7 @@ from experiments.config.errors import ConfigError
 from experiments.config.model_schema import encdec_config, model_config
 from experiments.config.schema import RunConfig
 from experiments.rundir.layout import RunDir, RunDirError
+from experiments.rundir.lock import check_not_in_use
 
 
 def check_creatable(path: Path) -> None:
@@ -64,7 +66,9 @@ def check_run_dirs(cfg: DictConfig, *, multirun: bool, resume: bool, overwrite: 
         try:
             RunDir(path).check_can_start(resume=resume or not fresh, overwrite=overwrite and fresh)
             check_creatable(path)
-        except RunDirError as e:
+            if fresh:
+                check_not_in_use(path)
+        except (RunDirError, ConfigError) as e:
             raise ConfigError(f"{key}: {e}") from None
     if multirun:
         return None

@@ -330,6 +330,25 @@ def test_a_refused_resume_rewrites_nothing(change, why, make_cfg, cli_env, tmp_p
     assert _files(run) == before
 
 
+def test_a_run_dir_in_use_is_refused_before_hydra_writes_into_it(make_cfg, cli_env, tmp_path):
+    """Another live process trains in the dir (it holds the run-dir lock): a resume there is one line, and the dir
+    keeps every byte (no .hydra/ written over the live run's)."""
+    from experiments.rundir.lock import RunDirLock
+    from experiments.run.train import train
+
+    run = tmp_path / "run"
+    train(make_cfg(run_dir=run))
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "config.yaml").write_text("# the live run's\n")
+    with RunDirLock(run):
+        before = _files(run)
+        proc = _cli([*TINY, f"hydra.run.dir={run}", "train.resume=true"], cli_env)
+        assert _files(run) == before
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"config error: hydra.run.dir: run dir {run} is in use by another process"), lines
+
+
 def test_a_resume_of_the_same_model_is_not_refused(make_cfg, cache_dir, tmp_path):
     from experiments.run.train import train
 
