@@ -75,3 +75,13 @@ def test_a_checkpoint_without_a_record_is_compared_by_the_run_dirs_tokenizer(mak
     shutil.rmtree(run / "checkpoints" / "step_00000003")  # no checkpoint: nothing to compare, starts from scratch
     assert train(make_cfg("tokenizer.vocab_size=300", "tokenizer.pattern=gpt4", "train.resume=true",
                           run_dir=run))["status"] == "completed"
+
+
+def test_other_seq2seq_pairs_with_the_same_tokenizer_are_refused(make_cfg, tmp_path):
+    # vocab 259: the 256 bytes and the 3 specials, no merges: every pair set gets the same tokenizer
+    s2s = ("task=seq2seq", "model.d_model=32", "model.n_heads=2", "model.n_layers=2", "data.n_train=200",
+           "data.n_test_per_length=2")
+    run = tmp_path / "run"
+    train(make_cfg(*s2s, run_dir=run))
+    _refused(make_cfg, run, *s2s, "data.task=copy", what="other data")
+    _refused(make_cfg, run, *s2s, "data.seed=1", what="other data")
