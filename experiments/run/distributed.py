@@ -131,7 +131,7 @@ def gpu_slot() -> int:
         return _slot[0]
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
     scope = hashlib.sha256(f"{_user()}|{visible}".encode()).hexdigest()[:16]
-    root = Path(tempfile.gettempdir()) / "archlab-gpu-slots" / scope
+    root = Path(tempfile.gettempdir()) / f"archlab-gpu-slots-{scope}"  # not one shared parent: per user, no chmod
     try:
         root.mkdir(parents=True, exist_ok=True)
         for slot in itertools.count():
