@@ -15,7 +15,6 @@ Not handled: checks that need the data (a corpus shorter than n_ctx is caught wh
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from pathlib import Path
@@ -70,13 +69,12 @@ def validate(cfg: DictConfig | dict) -> RunConfig:
             raise ConfigError(f"tokenizer.path: {str(path)!r} does not exist")
     # the model with a stand-in vocabulary (the real one comes from the tokenizer): catches every bad shape
     vocab = getattr(rc.tokenizer, "vocab_size", 512)
-    data = dataclasses.asdict(rc.data)
     if rc.task.kind == "seq2seq":
         encdec_config(rc.model, vocab_size=vocab)
-        pairs.check_source(data)
+        pairs.check_source(rc.data)
         return rc
     mc = model_config(rc.model, vocab_size=vocab)
     if mc.pos.kind == "learned" and rc.train.n_ctx > mc.n_ctx:
         raise ConfigError(f"train.n_ctx: {rc.train.n_ctx} exceeds model.n_ctx={mc.n_ctx} (learned positions)")
-    corpus.check_source(data)  # last: may probe the network (a few seconds at most)
+    corpus.check_source(rc.data)  # last: may probe the network (a few seconds at most)
     return rc

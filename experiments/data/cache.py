@@ -38,6 +38,7 @@ import numpy as np
 from filelock import FileLock
 
 from experiments.data.corpus import Corpus
+from experiments.config.data_schema import DataConfig, TokensData, data_config
 from experiments.config.errors import ConfigError
 from tokenizer import Tokenizer, train_bpe_from_iterator
 from tokenizer.outputs import atomic_output
@@ -283,7 +284,7 @@ def _decoded_bytes(tok, ids: np.ndarray, chunk: int = 1 << 20) -> int:
     return sum(len(tok.decode_bytes(ids[i : i + chunk].tolist())) for i in range(0, len(ids), chunk))
 
 
-def token_file_data(cfg: dict[str, Any], tok) -> TokenData:
+def token_file_data(cfg: TokensData | dict[str, Any], tok) -> TokenData:
     """`data=tokens`: the token files of cfg["train_path"] / cfg["val_path"] as memmaps, refused (ConfigError naming
     the file) unless their sidecars name `tok`'s fingerprint.
 
@@ -293,6 +294,7 @@ def token_file_data(cfg: dict[str, Any], tok) -> TokenData:
     """
     from experiments.data.corpus import token_file_paths
 
+    cfg = data_config(cfg, TokensData)
     paths = token_file_paths(cfg)
     train, train_meta = _read_token_file(paths["train"], tok, "data.train_path")
     if "val" in paths:
@@ -300,7 +302,7 @@ def token_file_data(cfg: dict[str, Any], tok) -> TokenData:
         if val_meta.get("n_bytes") is None:  # a sidecar from before n_bytes existed
             val_meta = {**val_meta, "n_bytes": _decoded_bytes(tok, val)}
     else:
-        f = float(cfg.get("val_fraction", 0.1))
+        f = cfg.val_fraction
         cut = int(round(len(train) * (1.0 - f)))
         train, val = train[:cut], train[cut:]
         val_bytes = _decoded_bytes(tok, val)
@@ -328,12 +330,13 @@ class PreparedData:
         return {"tokenizer": self.tokenizer.fingerprint(), "data": self.data.fingerprint}
 
 
-def prepare_data(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str | os.PathLike, *,
+def prepare_data(data_cfg: DataConfig | dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str | os.PathLike, *,
                  progress: bool = False) -> PreparedData:
     """The data step of a run: read the corpus, get its tokenizer (trained once, cached) and its token arrays."""
     from experiments.data import corpus as data_lib  # via the module: tests patch data_lib.load_corpus
 
-    if data_cfg.get("source") == data_lib.TOKEN_SOURCE:
+    data_cfg = data_config(data_cfg)
+    if data_cfg.source == data_lib.TOKEN_SOURCE:
         if tokenizer_cfg.get("mode") != "load":
             raise ConfigError("tokenizer: data=tokens needs the tokenizer that encoded the files; pass tokenizer=load "
                               "tokenizer.path=DIR (the 'bpe train --out DIR' folder), not tokenizer=train")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from experiments.config.data_schema import DataConfig, HFData, TextData, TokensData, data_config
 from experiments.config.errors import ConfigError
 
 SPLITS = ("documents", "stream")
@@ -103,7 +104,7 @@ def split_documents(docs: list[str], val_fraction: float, split_by: str) -> tupl
 # sources
 
 
-def _embedded(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
+def _embedded(cfg: DataConfig) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
     from tokenizer.corpus import EMBEDDED_NAME, embedded_documents
 
     return EMBEDDED_NAME, embedded_documents(), None, {"source": "embedded", "name": EMBEDDED_NAME}
@@ -126,31 +127,32 @@ def expand_paths(patterns: list[str]) -> list[Path]:
     return files
 
 
-def _text(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
-    files = expand_paths(cfg["paths"])
+def _text(cfg: TextData) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
+    files = expand_paths(cfg.paths)
     docs = [f.read_text(encoding="utf-8", errors="replace") for f in files]
     name = files[0].stem if len(files) == 1 else f"{files[0].stem}+{len(files) - 1}"
     return name, docs, None, {"source": "text", "paths": [str(f) for f in files]}
 
 
-def _dataset_error(cfg: dict[str, Any], e: Exception) -> ConfigError:
+def _dataset_error(cfg: HFData, e: Exception) -> ConfigError:
     """tokenizer.datasets_source.DatasetError -> one-line ConfigError, with the runner's local-files advice."""
-    local = Path(os.path.expanduser(str(cfg["name"]))).exists()
+    local = Path(os.path.expanduser(cfg.name)).exists()
     hint = "" if local else "; or, for local files: data=text data.paths=[file.txt,...]"
     return ConfigError(f"data.name: {e}{hint}")
 
 
-def check_hf_source(cfg: dict[str, Any]) -> None:
+def check_hf_source(cfg: HFData | dict[str, Any]) -> None:
     """Fail fast (seconds, no rows read): a local path must be a dataset; a hub name needs a reachable hub."""
     from tokenizer.datasets_source import DatasetError, check_dataset
 
+    cfg = data_config(cfg, HFData)
     try:
-        check_dataset(str(cfg["name"]), str(cfg.get("split", "train")))
+        check_dataset(cfg.name, cfg.split)
     except DatasetError as e:
         raise _dataset_error(cfg, e) from None
 
 
-def _hf(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
+def _hf(cfg: HFData) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
     from tokenizer.datasets_source import DatasetError, load_texts
 
     check_hf_source(cfg)
@@ -158,16 +160,16 @@ def _hf(cfg: dict[str, Any]) -> tuple[str, list[str], list[str] | None, dict[str
     def take(split: str, limit: int | None) -> list[str]:
         """The non-empty texts of the first `limit` rows of `split` (a non-text column: one-line ConfigError)."""
         try:
-            texts = load_texts(str(cfg["name"]), column=cfg.get("text_column", "text"), split=split,
-                               limit=None if limit is None else int(limit), streaming=False, config=cfg.get("config_name"))
+            texts = load_texts(cfg.name, column=cfg.text_column, split=split, limit=limit, streaming=False,
+                               config=cfg.config_name)
             return [t for t in texts if t]
         except DatasetError as e:
             raise _dataset_error(cfg, e) from None
 
-    train = take(cfg.get("split", "train"), cfg.get("max_documents"))
-    val = take(cfg["val_split"], cfg.get("max_val_documents")) if cfg.get("val_split") else None
-    identity = {k: cfg.get(k) for k in ("name", "config_name", "split", "val_split", "text_column", "max_documents", "max_val_documents")}
-    return Path(str(cfg["name"])).name, train, val, {"source": "hf", **identity}
+    train = take(cfg.split, cfg.max_documents)
+    val = take(cfg.val_split, cfg.max_val_documents) if cfg.val_split else None
+    identity = {k: getattr(cfg, k) for k in ("name", "config_name", "split", "val_split", "text_column", "max_documents", "max_val_documents")}
+    return Path(cfg.name).name, train, val, {"source": "hf", **identity}
 
 
 SOURCES = {
@@ -178,18 +180,20 @@ SOURCES = {
 TOKEN_SOURCE = "tokens"  # token files, not documents: no corpus to load (experiments.data.cache reads them)
 
 
-def token_file_paths(cfg: dict[str, Any]) -> dict[str, Path]:
+def token_file_paths(cfg: TokensData | dict[str, Any]) -> dict[str, Path]:
     """`data=tokens`: {"train": path, "val": path} ("val" absent without data.val_path), `~` expanded."""
-    paths = {"train": cfg.get("train_path"), "val": cfg.get("val_path")}
+    cfg = data_config(cfg, TokensData)
+    paths = {"train": cfg.train_path, "val": cfg.val_path}
     return {split: Path(os.path.expanduser(str(p))) for split, p in paths.items() if p not in (None, "")}
 
 
-def check_token_files(cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def check_token_files(cfg: TokensData | dict[str, Any]) -> dict[str, dict[str, Any]]:
     """`data=tokens` fast checks (sidecars only, no ids read): the files exist, their sidecars are valid and
     name one tokenizer. Returns {split: sidecar}; ConfigError with one line otherwise."""
     from tokenizer.tokenfile import TokenFileError, read_sidecar
 
-    if not cfg.get("train_path"):
+    cfg = data_config(cfg, TokensData)
+    if not cfg.train_path:
         raise ConfigError("data.train_path: is required for data=tokens; pass data.train_path=train.bin (from 'bpe encode')")
     metas = {}
     for split, path in token_file_paths(cfg).items():
@@ -199,38 +203,40 @@ def check_token_files(cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"data.{split}_path: {e}") from None
     fps = {m.get("tokenizer_fingerprint") for m in metas.values()}
     if len(fps) > 1:
-        raise ConfigError(f"data.val_path: {cfg['val_path']} and data.train_path {cfg['train_path']} were encoded with "
+        raise ConfigError(f"data.val_path: {cfg.val_path} and data.train_path {cfg.train_path} were encoded with "
                           f"different tokenizers; encode both with the one in tokenizer.path")
     return metas
 
 
-def check_source(cfg: dict[str, Any]) -> None:
+def check_source(cfg: DataConfig | dict[str, Any]) -> None:
     """Cheap checks of a data config that need no loading: known source, split settings, paths, hub reachability."""
-    source = cfg.get("source")
+    cfg = data_config(cfg)
+    source = cfg.source
     if source not in SOURCES and source != TOKEN_SOURCE:
         raise ConfigError(f"unknown data.source {source!r}; choose from {sorted([*SOURCES, TOKEN_SOURCE])}")
-    if cfg.get("split_by", "documents") not in SPLITS:
-        raise ConfigError(f"unknown data.split_by {cfg.get('split_by')!r}; choose from {list(SPLITS)}")
-    f = cfg.get("val_fraction", 0.1)
-    if not isinstance(f, (int, float)) or not 0.0 < f < 1.0:
+    if getattr(cfg, "split_by", "documents") not in SPLITS:
+        raise ConfigError(f"unknown data.split_by {cfg.split_by!r}; choose from {list(SPLITS)}")
+    f = cfg.val_fraction
+    if not 0.0 < f < 1.0:
         raise ConfigError(f"data.val_fraction must be in (0, 1), got {f!r}")
     if source == "text":
-        expand_paths(cfg["paths"])
+        expand_paths(cfg.paths)
     elif source == "hf":
         check_hf_source(cfg)
     elif source == TOKEN_SOURCE:
         check_token_files(cfg)
 
 
-def load_corpus(cfg: dict[str, Any]) -> Corpus:
+def load_corpus(cfg: DataConfig | dict[str, Any]) -> Corpus:
     """Read the configured source and split it into train/val documents (deterministically)."""
+    cfg = data_config(cfg)
     check_source(cfg)
-    if cfg["source"] == TOKEN_SOURCE:
+    if cfg.source == TOKEN_SOURCE:
         raise ConfigError("data=tokens holds token ids, not documents; read it with experiments.data.cache.prepare_data")
-    name, docs, val_docs, identity = SOURCES[cfg["source"]](cfg)
+    name, docs, val_docs, identity = SOURCES[cfg.source](cfg)
     if val_docs is None:
-        train_docs, val_docs = split_documents(docs, float(cfg.get("val_fraction", 0.1)), cfg.get("split_by", "documents"))
-        identity = {**identity, "val_fraction": cfg.get("val_fraction"), "split_by": cfg.get("split_by")}
+        train_docs, val_docs = split_documents(docs, cfg.val_fraction, cfg.split_by)
+        identity = {**identity, "val_fraction": cfg.val_fraction, "split_by": cfg.split_by}
     else:
         train_docs = docs
     if not train_docs or not val_docs:

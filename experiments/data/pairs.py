@@ -19,6 +19,7 @@ Not handled: length-bucketed batching, packing several pairs into one row, sourc
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any
 
 import torch
 
+from experiments.config.data_schema import DataConfig, Seq2SeqPairsData, data_config
 from experiments.config.errors import ConfigError
 from experiments.data.seq2seq_tasks import PairSplit, make_split
 
@@ -59,12 +61,12 @@ def _read_tsv(path: Path) -> list[tuple[str, str]]:
     return pairs
 
 
-def _read_columns(name: str, cfg: dict[str, Any]) -> list[tuple[str, str]]:
+def _read_columns(name: str, cfg: Seq2SeqPairsData) -> list[tuple[str, str]]:
     from tokenizer.datasets_source import DatasetError, load_rows
 
     try:
-        rows = load_rows(name, columns=(cfg["src_column"], cfg["tgt_column"]), split=cfg.get("split", "train"),
-                         limit=cfg.get("max_pairs"), config=cfg.get("config_name"))
+        rows = load_rows(name, columns=(cfg.src_column, cfg.tgt_column), split=cfg.split, limit=cfg.max_pairs,
+                         config=cfg.config_name)
         return [(str(s), str(t)) for s, t in rows]
     except DatasetError as e:
         raise ConfigError(f"data.path: {e}") from None
@@ -73,24 +75,25 @@ def _read_columns(name: str, cfg: dict[str, Any]) -> list[tuple[str, str]]:
 SOURCES = ("seq2seq_synthetic", "seq2seq_pairs")
 
 
-def check_source(cfg: dict[str, Any]) -> None:
+def check_source(cfg: DataConfig | dict[str, Any]) -> None:
     """Cheap checks of a seq2seq data config before anything is generated or read (one-line ConfigError)."""
     from experiments.data.seq2seq_tasks import TASKS, _lengths
 
-    source = cfg.get("source")
+    cfg = data_config(cfg)
+    source = cfg.source
     if source not in SOURCES:
         raise ConfigError(f"data.source: {source!r} is not a seq2seq source; choose from {', '.join(SOURCES)} "
                           f"(task=seq2seq sets data=seq2seq_synthetic)")
     if source == "seq2seq_synthetic":
-        if cfg.get("task") not in TASKS:
-            raise ConfigError(f"data.task: unknown task {cfg.get('task')!r}; choose from {', '.join(TASKS)}")
+        if cfg.task not in TASKS:
+            raise ConfigError(f"data.task: unknown task {cfg.task!r}; choose from {', '.join(TASKS)}")
         _lengths(cfg, "train_lengths")
         _lengths(cfg, "test_lengths")
         for key in ("n_train", "n_test_per_length"):
-            if not isinstance(cfg.get(key), int) or cfg[key] < 1:
-                raise ConfigError(f"data.{key}: must be an integer >= 1, got {cfg.get(key)!r}")
+            if getattr(cfg, key) < 1:
+                raise ConfigError(f"data.{key}: must be an integer >= 1, got {getattr(cfg, key)!r}")
         return
-    raw = str(cfg.get("path") or "")
+    raw = str(cfg.path or "")
     if not raw:
         raise ConfigError("data.path: required for data=seq2seq_pairs (a .tsv/.jsonl file or a datasets name)")
     path = Path(raw).expanduser()
@@ -100,24 +103,25 @@ def check_source(cfg: dict[str, Any]) -> None:
         from tokenizer.datasets_source import DatasetError, check_dataset
 
         try:
-            check_dataset(str(path) if path.exists() else raw, cfg.get("split", "train"))
+            check_dataset(str(path) if path.exists() else raw, cfg.split)
         except DatasetError as e:
             raise ConfigError(f"data.path: {e}") from None
 
 
-def load_pairs(cfg: dict[str, Any]) -> PairSplit:
+def load_pairs(cfg: DataConfig | dict[str, Any]) -> PairSplit:
     """The train/test pairs of a seq2seq data config."""
-    source = cfg.get("source")
+    cfg = data_config(cfg)
+    source = cfg.source
     if source == "seq2seq_synthetic":
         return make_split(cfg)
     if source != "seq2seq_pairs":
         raise ConfigError(f"data.source: {source!r} is not a seq2seq source; use data=seq2seq_synthetic or data=seq2seq_pairs")
-    raw = str(cfg.get("path") or "")
+    raw = str(cfg.path or "")
     if not raw:
         raise ConfigError("data.path: required for data=seq2seq_pairs (a .tsv/.jsonl file or a datasets name)")
     path = Path(raw).expanduser()
     pairs = _read_tsv(path) if path.suffix == ".tsv" and path.is_file() else _read_columns(str(path) if path.exists() else raw, cfg)
-    return _split_pairs(pairs, float(cfg.get("val_fraction", 0.1)), raw)
+    return _split_pairs(pairs, cfg.val_fraction, raw)
 
 
 @dataclass
@@ -173,9 +177,10 @@ class PairBatcher:
         return collate(self.data, index, self.pad_id)
 
 
-def identity(cfg: dict[str, Any]) -> str:
+def identity(cfg: DataConfig | dict[str, Any]) -> str:
     """A stable description of a seq2seq data config (for logs and run names)."""
-    return json.dumps({k: cfg[k] for k in sorted(cfg) if k != "cache_dir"}, sort_keys=True, default=str)
+    d = dataclasses.asdict(data_config(cfg))
+    return json.dumps({k: d[k] for k in sorted(d) if k != "cache_dir"}, sort_keys=True, default=str)
 
 
 @dataclass
@@ -207,12 +212,13 @@ class PreparedPairs:
         return sum(map(len, self.train.src)) / len(self.train.src)
 
 
-def prepare_pairs(data_cfg: dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str, *,
+def prepare_pairs(data_cfg: DataConfig | dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str, *,
                   progress: bool = False) -> PreparedPairs:
     """Pairs -> tokenizer (trained on the training sources and targets, cached by content; or loaded) -> ids."""
     from experiments.data.corpus import Corpus
     from experiments.data.cache import get_tokenizer
 
+    data_cfg = data_config(data_cfg)
     split = load_pairs(data_cfg)
     corpus = Corpus(name=split.name, train_docs=[s for s, _ in split.train] + [t for _, t in split.train],
                     val_docs=[], identity={"seq2seq": identity(data_cfg)})

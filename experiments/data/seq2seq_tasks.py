@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.config.data_schema import Seq2SeqSyntheticData, data_config
 from experiments.config.errors import ConfigError
 
 DIGITS = "0123456789"
@@ -90,23 +91,24 @@ def make_pairs(task: str, n: int, lengths: tuple[int, int], seed: int) -> list[t
     return [TASKS[task](rng, int(k)) for k in rng.integers(lo, hi + 1, size=n)]
 
 
-def _lengths(cfg: dict[str, Any], key: str) -> tuple[int, int]:
-    v = cfg.get(key)
+def _lengths(cfg: Seq2SeqSyntheticData, key: str) -> tuple[int, int]:
+    v = getattr(cfg, key)
     if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x >= 1 for x in v) and v[0] <= v[1]):
         raise ConfigError(f"data.{key}: must be [min, max] lengths with 1 <= min <= max, got {v!r}")
     return int(v[0]), int(v[1])
 
 
-def make_split(cfg: dict[str, Any]) -> PairSplit:
+def make_split(cfg: Seq2SeqSyntheticData | dict[str, Any]) -> PairSplit:
     """The train/test pairs a `data=seq2seq_synthetic` config describes (see the module docstring)."""
-    task = cfg.get("task")
+    cfg = data_config(cfg, Seq2SeqSyntheticData)
+    task = cfg.task
     train_lengths, test_lengths = _lengths(cfg, "train_lengths"), _lengths(cfg, "test_lengths")
-    seed = int(cfg.get("seed", 0))
-    train = make_pairs(task, int(cfg["n_train"]), train_lengths, seed)
+    seed = cfg.seed
+    train = make_pairs(task, cfg.n_train, train_lengths, seed)
     seen = set(train)
     test, lengths = [], []
     for k in range(test_lengths[0], test_lengths[1] + 1):
-        for pair in make_pairs(task, int(cfg["n_test_per_length"]), (k, k), seed * 1_000_003 + k):
+        for pair in make_pairs(task, cfg.n_test_per_length, (k, k), seed * 1_000_003 + k):
             if pair not in seen:
                 test.append(pair)
                 lengths.append(k)

@@ -22,7 +22,7 @@ from arch import ModelConfig
 from arch.config import PosConfig
 from experiments.config.check import validate
 from experiments.config.compose import compose_config
-from experiments.config.data_schema import DATA_SCHEMAS, SPLITS, SYNTHETIC_TASKS, HFData, Seq2SeqSyntheticData, TextData
+from experiments.config.data_schema import DATA_SCHEMAS, TextData
 from experiments.config.errors import ConfigError
 from experiments.config.model_schema import EncDecModelNode, ModelNode
 from experiments.config.schema import (LOGGER_NAMES, OPTIMIZER_NAMES, SCHEDULE_NAMES, TASK_NAMES, LoadedTokenizer,
@@ -128,7 +128,7 @@ def test_model_node_is_model_config():
 
 
 def test_choice_lists_are_the_registries():
-    from experiments.data import corpus, pairs, seq2seq_tasks
+    from experiments.data import corpus, pairs
     from experiments.rundir.tracking import LOGGERS
     from experiments.run.optim import OPTIMIZERS
     from experiments.run.schedule import SCHEDULES
@@ -138,7 +138,19 @@ def test_choice_lists_are_the_registries():
     assert sorted(SCHEDULE_NAMES) == sorted(SCHEDULES)
     assert sorted(LOGGER_NAMES) == sorted(LOGGERS)
     assert sorted(TASK_NAMES) == sorted(TASKS)
-    assert sorted(SPLITS) == sorted(corpus.SPLITS)
-    assert sorted(SYNTHETIC_TASKS) == sorted(seq2seq_tasks.TASKS)
     assert sorted(DATA_SCHEMAS) == sorted([*corpus.SOURCES, corpus.TOKEN_SOURCE, *pairs.SOURCES])
-    assert HFData.__dataclass_fields__["source"] and Seq2SeqSyntheticData.__dataclass_fields__["task"]
+
+
+def test_the_loaders_take_the_typed_data_node(tmp_path):
+    """experiments.data reads the typed node (attribute access) and still takes the plain dict of config.yaml."""
+    from experiments.data.corpus import load_corpus
+    from experiments.data.pairs import identity, load_pairs
+
+    text = tmp_path / "a.txt"
+    text.write_text("one two three. " * 50)
+    rc = validate(compose_config(["data=text", f"data.paths=[{text}]", "train.device=cpu"]))
+    typed, plain = load_corpus(rc.data), load_corpus(rc.to_dict()["data"])
+    assert (typed.key, typed.identity) == (plain.key, plain.identity) and typed.train_docs
+    rc = validate(compose_config(["task=seq2seq", "data.n_train=50", "train.device=cpu"]))
+    assert load_pairs(rc.data) == load_pairs(rc.to_dict()["data"])
+    assert identity(rc.data) == identity(rc.to_dict()["data"])
