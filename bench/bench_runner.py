@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.rundir.layout import RunStatus
+
 REPO = Path(__file__).resolve().parents[1]
 POS = "learned,sinusoidal,alibi,rope"
 
@@ -76,7 +78,7 @@ def timed_train(cfg) -> tuple[float, float]:
 
     c0, w0 = time.process_time(), time.perf_counter()
     summary = train(cfg)
-    if summary["status"] != "completed":
+    if summary["status"] != RunStatus.COMPLETED:
         raise SystemExit(f"train() ended with status {summary['status']!r}")
     return time.process_time() - c0, time.perf_counter() - w0
 
@@ -173,7 +175,7 @@ def breakdown(run_dir: Path, steps: int, warmup: int, device: str) -> dict[str, 
         if i >= warmup:
             for key, dt in zip(parts, (t1 - t0, (t2 - t1) + (t5 - t4), t4 - t3, t3 - t2, t6 - t5)):
                 parts[key] += dt
-    tracker.finish("completed")
+    tracker.finish(RunStatus.COMPLETED)
     return {k: 1e3 * v / steps for k, v in parts.items()}
 
 
@@ -243,7 +245,7 @@ def run_sweep(sweep_dir: Path, steps: int, device: str, extra: list[str], env: d
         raise SystemExit(f"sweep failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
     summaries = [json.loads(p.read_text()) for p in sweep_dir.rglob("summary.json")]
     statuses = [s.get("status") for s in summaries]
-    if sorted(statuses) != ["completed"] * 4:
+    if sorted(statuses) != [RunStatus.COMPLETED] * 4:
         raise SystemExit(f"expected 4 completed runs under {sweep_dir}, got {statuses}")
     in_jobs = sum(s["wall_time_s"] for s in summaries)
     per_job = ", ".join(f"{x['wall_time_s']:.1f}" for x in summaries)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.config.compose import compose_config
+from experiments.rundir.layout import RunStatus, RunSummary
 
 QUICK = {"pos": "learned,rope", "seeds": "0", "tokens": 50_000, "extra": ["train.eval_interval=20", "train.eval_batches=5",
                                                             "train.extrap_max_tokens=4096"]}
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     s = fut.result()
                 except Exception as e:  # one failed run does not hide the others
-                    s = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+                    s = RunSummary(RunStatus.FAILED, error=f"{type(e).__name__}: {e}").to_dict()
                 summaries[kind] = s
                 loss = s.get("final_val_loss")
                 bar.write(f"  {kind:<18} {s['status']:<9} val/loss {loss:.4f}  ({s.get('wall_time_s', 0):.0f}s, "
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         for d in run_dirs:
             print(f"  {d}")
     print(f"compare by hand: python -m experiments.compare {out}")
-    return 0 if all(s.get("status") == "completed" for s in summaries.values()) else 1
+    return 0 if all(s.get("status") == RunStatus.COMPLETED for s in summaries.values()) else 1
 
 
 if __name__ == "__main__":

@@ -5,21 +5,28 @@ whether an output may be written, and that turns a failed write into one line na
     check_inside_not_input(out_dir, inputs)                   # out_dir is, or contains, an input
     check_new(out, force=args.force)                          # exists and no --force -> refused
     with writing(out): write_tokens(out, ...)                 # OSError on a temp file / parent -> "cannot write OUT"
-    with atomic_output(out) as tmp: write(tmp)                # the one atomic write of the tokenizer package
+    with atomic_output(out) as tmp: write(tmp)                # the one atomic file write of the repo
+    atomic_write(out, lambda f: f.write(text), binary=False)  # the same, through an open file (fsync'd)
+    with atomic_directory(out_dir) as tmp: fill(tmp)          # the one atomic directory write of the repo
 
 Rules (docs/tokenizer.md, "Outputs and --force"): a command writes only its own named files, each atomically
 (temp file beside it + rename), never deletes anything else; `--force` only lets it replace those files; an
 output that is one of its inputs is refused even with --force. Not handled: two hard links to one file under
 different names when one of them does not exist yet (nothing to compare), races with other processes.
+The atomic writers live here because tokenizer/ cannot import experiments/; experiments/ uses them for every file
+and directory it writes (summary.json, reports, checkpoints, cache entries). What they write gets the mode a plain
+open() / mkdir() would give under the umask (mkstemp / mkdtemp alone make 0600 / 0700).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
 
 class OutputError(ValueError):
@@ -89,6 +96,39 @@ def atomic_output(out: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, out)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[Any]], object], *, binary: bool) -> None:
+    """Call `write(f)` on a temp file beside `path` (parents are created), flush and fsync it, then move it to
+    `path` (atomic_output): a reader or a run killed at any instant sees the old file or the new one.
+    Example: atomic_write(run_dir / "summary.json", lambda f: json.dump(summary, f), binary=False).
+    Not handled: fsync of the directory entry itself.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(path) as tmp, open(tmp, "wb" if binary else "w") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextmanager
+def atomic_directory(out: str | os.PathLike) -> Iterator[Path]:
+    """Yield a new empty temp dir beside `out` (`.{name}.*.tmp`) to fill; when the block succeeds it gets the
+    umask's mode and takes `out`'s place (an `out` already there, e.g. a stale partial copy, is removed first), so
+    a reader sees no directory or a complete one. On any failure the temp dir is removed and `out` is left as it
+    was. Not handled: readers of the old `out` while it is being replaced (the remove and the rename are two steps).
+    """
+    out = Path(out)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        os.chmod(tmp, default_mode(directory=True))  # mkdtemp makes 0700
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # left only on failure
 
 
 @contextmanager

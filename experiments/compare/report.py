@@ -21,7 +21,7 @@ from experiments.compare.grouping import Group, check_keys, default_group_keys, 
 from experiments.compare.outdir import COMPARISON, REPORT_FILES, ReportDir
 from experiments.compare.runs import Run, RunsError, check_single_experiment, read_runs
 from experiments.compare.stats import budgets, config_diff, final_value, run_rows, stat_runs, summarize
-from experiments.rundir.layout import atomic_write
+from experiments.rundir.layout import RunStatus, atomic_write
 
 X_KEYS = ("tokens", "step", "flops", "time")
 
@@ -38,7 +38,7 @@ def available_metrics(runs: list[Run]) -> list[str]:
 def _check_metric(runs: list[Run], metric: str, x: str) -> None:
     """A metric / x axis that no run has is an error once some run completed (then it is a typo, not a run that
     died before logging it)."""
-    if not any(r.status == "completed" for r in runs):
+    if not any(r.status == RunStatus.COMPLETED for r in runs):
         return
     has_metric = any(metric in r.metric_keys() for r in runs) or any(
         final_value(r, metric) is not None for r in runs)

@@ -68,13 +68,13 @@ class Run:
         if error:
             return " ".join(str(error).split())
         status = self.status
-        if status == "diverged":
+        if status == RunStatus.DIVERGED:
             at = self.summary.get("diverged_at_step")
             return f"non-finite loss or grad norm at step {at}" if at is not None else "non-finite loss or grad norm"
-        if status == "interrupted":
+        if status == RunStatus.INTERRUPTED:
             steps = self.summary.get("steps")
             return f"stopped at step {steps}" if steps is not None else "stopped before the end"
-        if status == "running" and not self.summary:
+        if status == RunStatus.RUNNING and not self.summary:
             return "no summary.json yet (still running, or killed)"
         return ""
 

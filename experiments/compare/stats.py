@@ -20,6 +20,7 @@ import numpy as np
 
 from experiments.compare.grouping import MISSING, Group, differing_keys, format_value, is_noise_key
 from experiments.compare.runs import Run
+from experiments.rundir.layout import RunStatus
 from experiments.rundir.tracking import flatten_config
 
 GRID_POINTS = 200
@@ -215,8 +216,8 @@ def budgets(groups: list[Group]) -> dict[str, Any]:
 
 def stat_runs(group: Group) -> list[Run]:
     """Runs averaged into a group's stats: completed ones (running ones when none has completed)."""
-    done = group.by_status("completed")
-    return done if done else group.by_status("running")
+    done = group.by_status(RunStatus.COMPLETED)
+    return done if done else group.by_status(RunStatus.RUNNING)
 
 
 def count_label(group: Group) -> str:
@@ -227,7 +228,7 @@ def count_label(group: Group) -> str:
     for r in group.runs:
         if r not in counted:
             extra[r.status] = extra.get(r.status, 0) + 1
-    head = f"{len(counted)} running" if counted and counted[0].status == "running" else f"{len(counted)}"
+    head = f"{len(counted)} running" if counted and counted[0].status == RunStatus.RUNNING else f"{len(counted)}"
     tail = ", ".join(f"+{n} {s}" for s, n in sorted(extra.items()))
     return head + (f" ({tail})" if tail else "")
 
@@ -238,8 +239,9 @@ def summarize(groups: list[Group], metric: str = "val/loss") -> list[dict[str, A
     for g in groups:
         rs = stat_runs(g)
         row: dict[str, Any] = {"group": g.label, "color": g.color, "n": len(rs), "runs": count_label(g),
-                               "n_diverged": len(g.by_status("diverged")), "n_failed": len(g.by_status("failed")),
-                               "n_interrupted": len(g.by_status("interrupted"))}
+                               "n_diverged": len(g.by_status(RunStatus.DIVERGED)),
+                               "n_failed": len(g.by_status(RunStatus.FAILED)),
+                               "n_interrupted": len(g.by_status(RunStatus.INTERRUPTED))}
         row["final"] = mean_std([final_value(r, metric) for r in rs])
         row["best"] = mean_std([best_value(r, metric) for r in rs])
         row["final_bpb"] = mean_std([final_value(r, "val/bpb") for r in rs])

@@ -16,7 +16,8 @@ from typing import Any, Iterable
 from experiments.compare.runs import Run, RunsError
 from experiments.rundir.layout import RunStatus
 
-WANDB_STATES = {"finished": "completed", "crashed": "failed", "failed": "failed", "killed": "failed", "running": "running"}
+WANDB_STATES = {"finished": RunStatus.COMPLETED, "crashed": RunStatus.FAILED, "failed": RunStatus.FAILED,
+                "killed": RunStatus.FAILED, "running": RunStatus.RUNNING}  # wandb run state -> ours
 
 
 def _unflatten(d: dict[str, Any]) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def run_from_wandb(wr: Any, history: Iterable[dict[str, Any]] | None = None) -> 
     if extrap and not isinstance(summary.get("extrap"), dict):
         summary["extrap"] = extrap
     if RunStatus.of(summary.get("status")) is None:
-        summary["status"] = WANDB_STATES.get(getattr(wr, "state", ""), "failed")
+        summary["status"] = WANDB_STATES.get(getattr(wr, "state", ""), RunStatus.FAILED)
     metrics = []
     for row in history if history is not None else wr.scan_history():
         line = {k: v for k, v in row.items() if not str(k).startswith("_")}

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from experiments.data.corpus import Corpus
 from experiments.config.data_schema import DataConfig, TokensData, data_config
 from experiments.config.errors import ConfigError
 from tokenizer import Tokenizer, train_bpe_from_iterator
-from tokenizer.outputs import atomic_output
+from tokenizer.outputs import atomic_directory, atomic_output
 from tokenizer.tokenfile import TokenFileError, check_fingerprint, read_sidecar, read_tokens, write_tokens
 
 log = logging.getLogger(__name__)
@@ -262,16 +261,9 @@ def get_token_data(corpus: Corpus, tok, cache_dir: str | os.PathLike) -> TokenDa
             if not token_entry_ok(final, tok):
                 remove_stale_temps(root, key)
                 eot_id = tok.special_tokens.get(EOT)
-                tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
-                try:
+                with atomic_directory(final) as tmp:  # replaces a stale partial entry (a sidecar missing)
                     for split, docs in splits.items():
                         _encode_split(tok, docs, tmp / f"{split}.bin", eot_id, f"{corpus.name} {split} split ({corpus.key[:16]})")
-                    if final.exists():  # a stale partial entry (a sidecar missing): replace it
-                        shutil.rmtree(final)
-                    os.replace(tmp, final)
-                except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
     except OSError as e:
         if not token_entry_ok(final, tok):
             raise cannot_write(final, e) from None

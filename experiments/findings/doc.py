@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_HUB
 from experiments.findings.evidence import RunRecord, Verdict, fmt_ci, fmt_mean_ci, fmt_signed
 from experiments.findings.registry import Finding
+from experiments.rundir.layout import RunStatus
 
 META_RE = re.compile(r"^<!-- archlab-finding: (\{.*\}) -->$", re.M)
 INDEX_START, INDEX_END = "<!-- findings-index:start -->", "<!-- findings-index:end -->"
@@ -98,7 +99,7 @@ def results_table(comparison: dict[str, Any], records: list[RunRecord], name: st
     rows = []
     for g in block["groups"]:
         statuses = [r.status for r in records if r.group == g["label"]]
-        extra = {s: statuses.count(s) for s in dict.fromkeys(statuses) if s != "completed"}
+        extra = {s: statuses.count(s) for s in dict.fromkeys(statuses) if s != RunStatus.COMPLETED}
         runs = str(g["n"]) + (" (" + ", ".join(f"+{n} {s}" for s, n in extra.items()) + ")" if extra else "")
         vs = g.get("vs_baseline")
         if vs is None:

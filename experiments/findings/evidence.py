@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from experiments.rundir.layout import RunStatus
+
 OUTCOMES = ("reproduced", "partly", "not reproduced")
 EXTRAP_MODES = ("nonoverlap", "sliding")
 
@@ -74,7 +76,7 @@ class Evidence:
         block = self.metric(name)
         return next((g for g in (block or {}).get("groups", []) if matches(g.get("keys", {}), keys)), None)
 
-    def runs(self, keys: dict[str, Any], statuses: Sequence[str] | None = ("completed",)) -> list[RunRecord]:
+    def runs(self, keys: dict[str, Any], statuses: Sequence[str] | None = (RunStatus.COMPLETED,)) -> list[RunRecord]:
         """Records of the group with `keys` (all statuses when statuses is None)."""
         return [r for r in self.records if matches(r.keys, keys) and (statuses is None or r.status in statuses)]
 

@@ -84,7 +84,7 @@ def measure(overrides: Sequence[str], smoke: bool, out_dir: Path) -> dict[str, A
 def diverged_value(ev: Evidence) -> float:
     """What a diverged run counts as: max(ln V, the worst final val/loss of any completed run)."""
     vocab = next((r.get("vocab_size") for r in ev.records if r.get("vocab_size")), None)
-    finals = [r.get("final val/loss") for r in ev.records if r.status == "completed"]
+    finals = [r.get("final val/loss") for r in ev.records if r.status == RunStatus.COMPLETED]
     return max(([math.log(vocab)] if vocab else []) + [v for v in finals if v is not None], default=0.0)
 
 
@@ -94,8 +94,8 @@ def warmup_effect(ev: Evidence, norm: str, bad: float):
     keep = tuple(s for s in RunStatus if s.has_result)  # completed, diverged
     w0 = ev.runs({"model.norm": norm, "schedule.warmup_steps": 0}, keep)
     w500 = ev.runs({"model.norm": norm, "schedule.warmup_steps": 500}, keep)
-    d = difference(w0, w500, "final val/loss", higher_better=False, substitute={"diverged": bad})
-    return d, sum(r.status == "diverged" for r in w0), sum(r.status == "diverged" for r in w500), len(w0)
+    d = difference(w0, w500, "final val/loss", higher_better=False, substitute={RunStatus.DIVERGED: bad})
+    return d, sum(r.status == RunStatus.DIVERGED for r in w0), sum(r.status == RunStatus.DIVERGED for r in w500), len(w0)
 
 
 def training_part(ev: Evidence) -> tuple[str, str, Table]:

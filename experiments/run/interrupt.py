@@ -3,7 +3,7 @@
     with StopRequest() as stop:          # installs handlers for SIGINT and SIGTERM, restores the old ones on exit
         while training:
             ...one optimizer step...
-            if stop.requested:           # "SIGINT" / "SIGTERM" once a signal arrived
+            if stop.requested:           # "Ctrl-C (SIGINT)" / "SIGTERM": what the user did (signal_name)
                 save a checkpoint, mark summary.json `interrupted`, raise RunInterrupted(...)
 
 The first signal only sets `stop.requested` (the step, an eval or a checkpoint write in progress finishes, so
@@ -12,11 +12,11 @@ The CLI prints one line and exits 130 (128 + SIGINT, the shell's convention for 
 
 Sweeps (`StopRequest(sweep=<sweep dir>)`, `hold_sweep(sweep, forward=...)`): the stop is recorded for the whole
 sweep in this process, so the job in progress stops after its step and every later job of that sweep records
-itself `interrupted` without starting. The launcher process (`forward=True`) passes the request on to its job
-processes (joblib's workers) as SWEEP_STOP (SIGUSR1): a *soft* request that never counts as the second signal,
-because a Ctrl-C in a terminal reaches the workers directly as well (the whole process group gets it), and a
-`kill` of the launcher or of the findings command reaches only that one process. Only a second SIGINT/SIGTERM
-means "stop now".
+itself `interrupted` without starting ("not started: the sweep was stopped by Ctrl-C (SIGINT)"). The launcher
+process (`forward=True`) passes the request on to its job processes (joblib's workers) as SWEEP_STOP (SIGUSR1): a
+*soft* request that never counts as the second signal, because a Ctrl-C in a terminal reaches the workers directly
+as well (the whole process group gets it), and a `kill` of the launcher or of the findings command reaches only
+that one process. Only a second SIGINT/SIGTERM means "stop now".
 
 Handled: the main thread of the process (signal handlers can only be installed there; elsewhere, e.g. in a
 joblib worker thread, StopRequest does nothing and Python's default handling stays). Not handled: SIGKILL (it
@@ -40,11 +40,13 @@ EXIT_CODE = 130
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """A run stopped by a signal after saving its checkpoint; `summary` is what summary.json now holds."""
+    """A run stopped by a signal after saving its checkpoint, or (`started=False`) a sweep job that never began
+    because its sweep was stopped first; `summary` is what summary.json now holds."""
 
-    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+    def __init__(self, message: str, summary: dict[str, Any], *, started: bool = True) -> None:
         super().__init__(message)
         self.summary = summary
+        self.started = started
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -66,8 +68,12 @@ def sweep_stopped(sweep: str | os.PathLike[str]) -> str | None:
 
 
 def signal_name(signum: int) -> str:
+    """What the user did, as messages and summary.json say it: `Ctrl-C (SIGINT)`, `SIGTERM`; SWEEP_STOP is only how
+    a launcher passes the user's Ctrl-C or SIGTERM on (which of the two, the job cannot tell)."""
     if signum == SWEEP_STOP:
-        return "the sweep's stop request (SIGUSR1)"
+        return "Ctrl-C or SIGTERM (passed on by the sweep)"
+    if signum == signal.SIGINT:
+        return "Ctrl-C (SIGINT)"
     return signal.Signals(signum).name
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 import time
 from contextlib import nullcontext
@@ -42,22 +41,11 @@ from experiments.rundir.checkpoint import (CheckpointError, Checkpoints, check_s
                                            save_weights, set_rng_state)
 from experiments.rundir.layout import RunDir, RunDirError, RunResults, RunStatus, RunSummary
 from experiments.rundir.tracking import Tracker
-from experiments.sweep.job import parallel_jobs, resolve_run_dir, run_identity, sweep_dir
+from experiments.sweep.job import num_threads, progress_label, resolve_run_dir, run_identity, sweep_dir
 from experiments.sweep.records import record_setup_failure, setup_failure_status
 from tokenizer.progress import progress_bar
 
 log = logging.getLogger(__name__)
-
-
-def resolve_num_threads(requested: int | None, info: distributed.DistInfo) -> int | None:
-    """Torch CPU threads: `requested`, else cpu_count / (parallel sweep jobs x local ranks) when either is > 1."""
-    if requested:
-        return int(requested)
-    parallel = info.local_world_size * parallel_jobs()
-    if parallel <= 1:
-        return None
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cpus // parallel)
 
 
 class LossModule(nn.Module):
@@ -135,7 +123,7 @@ class TrainingRun:
             if removed:
                 log.info("train.overwrite=true: removed %s from %s", ", ".join(p.name for p in removed), self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        threads = resolve_num_threads(tc.get("num_threads"), self.info)
+        threads = num_threads(tc.get("num_threads"), self.info.local_world_size)
         if threads:
             torch.set_num_threads(threads)
 
@@ -191,6 +179,7 @@ class TrainingRun:
             raise ConfigError(f"train.resume=true but {path} holds a different model (differs in {diff}); "
                               f"resume with the run's original overrides or start a new run dir")
         self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.precision.load_state_dict(ckpt.get("grad_scaler") or {})
         self.step, self.tokens, self.elapsed = int(ckpt["step"]), int(ckpt["tokens"]), float(ckpt["elapsed"])
         if ckpt["world_size"] == self.info.world_size:
             states = ckpt["rng"][self.info.rank]
@@ -233,8 +222,8 @@ class TrainingRun:
             log.info("training %s: %d steps of %d tokens (%s budget), %s params (%s non-embedding)%s", self.run_name,
                      total, self.budget.tokens_per_step, self.budget.held, f"{self.params:,}",
                      f"{self.non_emb:,}", f", resuming at step {self.step}" if self.resumed else "")
-        bar = progress_bar(self.progress, total=total, initial=self.step, desc=self.run_name[:40], unit="step",
-                           leave=False)
+        bar = progress_bar(self.progress, total=total, initial=self.step, desc=progress_label(self.run_dir),
+                           unit="step", leave=False)
         self.window_tokens, self.window_time = 0, 0.0
         self.model.train()
         try:
@@ -283,7 +272,7 @@ class TrainingRun:
             with self.loss_module.no_sync() if self.info.enabled and not last else nullcontext():
                 with self.precision.autocast:
                     loss = self.loss_module(*batch)
-                (loss / accum).backward()
+                self.precision.backward(loss / accum)
             loss_sum += loss.detach().float()
         return distributed.mean_across_ranks(float(loss_sum.item()) / accum, self.device)
 
@@ -298,6 +287,7 @@ class TrainingRun:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         train_loss = self.forward_backward()
+        self.precision.unscale(self.optimizer)  # fp16: the true gradients, for the norms and clipping
         log_now = self.is_main and ((self.step + 1) % int(tc["log_interval"]) == 0
                                     or self.step + 1 == self.budget.total_steps)
         layer_norms = layer_grad_norms(model_blocks(self.model)) if log_now or not math.isfinite(train_loss) else {}
@@ -309,13 +299,15 @@ class TrainingRun:
             return {"tokens": self.tokens, "flops": fpt * self.tokens, "time": time.perf_counter() - self.t_start,
                     "train/loss": train_loss, "lr": lr, "grad_norm": grad_norm, **layer_norms}
 
-        if not (math.isfinite(train_loss) and math.isfinite(grad_norm)):
+        # fp16: a non-finite grad norm is an overflow of the scaled backward; precision.step skips it, lowers the scale
+        grad_ok = math.isfinite(grad_norm) or self.precision.skips_overflow
+        if not (math.isfinite(train_loss) and grad_ok):
             if self.tracker is not None:
                 self.tracker.log(row(), step=self.step + 1)
                 log.warning("non-finite loss/grad norm at step %d (loss %s, grad_norm %s): run diverged",
                             self.step + 1, train_loss, grad_norm)
             return self.step + 1
-        self.optimizer.step()
+        self.precision.step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.tokens += self.budget.tokens_per_step
@@ -348,6 +340,7 @@ class TrainingRun:
                 "version": 2, "step": self.step, "tokens": self.tokens, "elapsed": time.perf_counter() - self.t_start,
                 "optimizer": self.optimizer.state_dict(), "rng": states, "world_size": self.info.world_size,
                 "model_config": self.mcfg.to_dict(), "config": self.c, "inputs": self.task.inputs,
+                **({"grad_scaler": self.precision.state_dict()} if self.precision.scaler is not None else {}),
             }, self.mcfg.to_dict(), keep_last_k=int(self.tc.get("keep_last_k") or 1))
         distributed.barrier()
 

@@ -78,7 +78,8 @@ def train(cfg: DictConfig | dict) -> dict[str, Any]:
     if sweep is not None:  # a sweep job: keep the sweep's stop handlers between jobs too (interrupt.hold_sweep)
         hold_sweep(sweep)
         if why := sweep_stopped(sweep):
-            raise RunInterrupted(f"not started: the sweep was stopped by {why}", record_not_started(cfg, why))
+            raise RunInterrupted(f"not started: the sweep was stopped by {why}", record_not_started(cfg, why),
+                                 started=False)
     device = distributed.pick_device(str(c["train"]["device"]), info, parallel=parallel_jobs() > 1)
     distributed.setup(info, device)
     threads_before = torch.get_num_threads()  # train.num_threads is per run, not for the rest of the process
@@ -115,7 +116,9 @@ def main(cfg: DictConfig) -> float | None:
         run_dir = Path((getattr(e, "summary", None) or {}).get("run_dir") or resolve_run_dir(to_plain(cfg)))
         how = str(e) if isinstance(e, RunInterrupted) else "interrupted"
         if is_multirun():  # the other jobs record themselves; the sweep's last line says how to resume them all
-            print(f"{how}; {run_dir}: summary.json says interrupted", file=sys.stderr, flush=True)
+            started = not isinstance(e, RunInterrupted) or e.started
+            print(f"{how}; {run_dir}: summary.json says interrupted" if started else f"{run_dir}: {how}",
+                  file=sys.stderr, flush=True)
             return None
         print(f"{how}; {run_dir}: summary.json says interrupted; resume with: {resume_command(run_dir)}",
               file=sys.stderr, flush=True)

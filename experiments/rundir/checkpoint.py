@@ -28,7 +28,6 @@ import os
 import random
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ import numpy as np
 import torch
 
 from experiments.config.errors import ConfigError
-from experiments.rundir.layout import atomic_write
+from tokenizer.outputs import atomic_directory, atomic_write
 from tokenizer import Tokenizer
 
 WEIGHTS = "model.safetensors"
@@ -219,16 +218,9 @@ class Checkpoints:
         for stale in self.dir.glob(".step_*.tmp*"):  # left by a run killed while writing
             shutil.rmtree(stale, ignore_errors=True)
         final = self.dir / f"step_{step:08d}"
-        tmp = Path(tempfile.mkdtemp(dir=self.dir, prefix=f".{final.name}.tmp"))
-        try:
+        with atomic_directory(final) as tmp:  # replaces a step dir saved before (an interrupt right after a resume)
             save_weights(tmp / WEIGHTS, model, model_config, step=step, tokens=state["tokens"])
             atomic_write(tmp / STATE, lambda f: torch.save(state, f), binary=True)
-            if final.exists():  # the same step saved again (an interrupt right after a resume)
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         for old in self.step_dirs()[:-max(1, keep_last_k)]:
             shutil.rmtree(old, ignore_errors=True)
         return final

@@ -9,7 +9,9 @@
     <run dir>/.hydra/          Hydra's own record of the composed config (Hydra writes it, not archlab)
 
 Writers (the trainer, the tracker, the sweep callback) and readers (compare, the sweep callback, `load_run`) go
-through this module instead of spelling file names or writing temp files themselves.
+through this module instead of spelling file names or writing temp files themselves. The atomic write is the repo's
+one, tokenizer.outputs.atomic_write (imported here for the writers that use it through this module): temp file
+beside the target, fsync, rename; the file gets the mode a plain open() would give under the umask.
 
 summary.json has one writer, `RunSummary` (its `status` one of `RunStatus`): `running` (written when the loop
 starts; a run killed by SIGKILL keeps it), `completed`, `diverged` (non-finite loss/grad norm), `interrupted`
@@ -29,12 +31,12 @@ import json
 import math
 import os
 import shutil
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from tokenizer.outputs import atomic_write  # the repo's one atomic file write (tokenizer/ cannot import us)
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
@@ -83,30 +85,7 @@ class RunDirError(ValueError):
     """A run dir that cannot be used as asked; the message is one line that says what to do."""
 
 
-# ---------------------------------------------------------------------------------------------------- atomic write
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[Any]], object], *, binary: bool) -> None:
-    """Call `write(f)` on a temp file beside `path`, then atomically move it to `path` (parents are created).
-
-    Temp file in the same directory + flush + fsync + os.replace (atomic on POSIX and Windows within one
-    filesystem), so a reader or a run killed at any instant sees the old file or the new one, never a torn one.
-    Not handled: fsync of the directory entry itself.
-
-    >>> atomic_write("summary.json", lambda f: f.write("{}"), binary=False)
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb" if binary else "w") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+# ---------------------------------------------------------------------------------------------------- JSON
 
 
 def to_json(value: Any) -> Any:

@@ -5,7 +5,7 @@
     resolve_run_dir(c)       where the run writes: train.run_dir > Hydra's output dir > outputs/<experiment>/<time>
     run_identity(run_dir)    (run name, overrides) for summary.json and wandb: `model/pos=rope,seed=1`
     progress_label(run_dir)  the values this job sweeps, for its progress bar: `pos=rope seed=1`
-    parallel_jobs()          how many jobs of the sweep run at once on this machine (torch threads are shared)
+    num_threads(n, ranks)    torch CPU threads per job: the CPUs shared by the sweep's parallel jobs and DDP ranks
 
 Not handled: sweepers other than Hydra's basic one for `progress_label` (an Optuna sweep has no comma lists to
 read: the label then shows every override of the job).
@@ -81,7 +81,8 @@ def swept_keys(sweep: str | os.PathLike[str]) -> list[str] | None:
     the `multirun.yaml` Hydra's basic sweeper leaves in the sweep dir; None when that cannot be read."""
     try:
         conf = OmegaConf.load(Path(sweep) / "multirun.yaml")
-        params = OmegaConf.to_container(OmegaConf.select(conf, "hydra.sweeper.params") or {}, resolve=False)
+        params = OmegaConf.select(conf, "hydra.sweeper.params", default=None)
+        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         args = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in conf.hydra.overrides.task]
         parsed = OverridesParser.create().parse_overrides(args)
     except Exception:  # noqa: BLE001 - no multirun.yaml (another sweeper), or one we cannot parse: no label data
@@ -113,3 +114,15 @@ def parallel_jobs() -> int:
     if not isinstance(n_jobs, int) or n_jobs == 1:
         return 1
     return n_jobs if n_jobs > 0 else (os.cpu_count() or 1)
+
+
+def num_threads(requested: int | None, local_ranks: int) -> int | None:
+    """Torch CPU threads for this job: `requested` (train.num_threads), else the CPUs this process may use divided
+    by (parallel sweep jobs x local DDP ranks) when that is > 1, else None (torch's default)."""
+    if requested:
+        return int(requested)
+    parallel = local_ranks * parallel_jobs()
+    if parallel <= 1:
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cpus // parallel)

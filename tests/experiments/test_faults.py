@@ -360,12 +360,17 @@ def test_a_stopped_sweep_records_every_job_and_resumes_to_the_uninterrupted_resu
     jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name[0].isdigit()), key=lambda p: int(p.name.split("_")[0]))
     statuses = [summary_of(p) for p in jobs]
     assert [s["status"] for s in statuses] == ["interrupted"] * 3
-    assert statuses[0]["steps"] == 6 and "SIGINT at step 6" in statuses[0]["error"]
+    assert statuses[0]["steps"] == 6 and "Ctrl-C (SIGINT) at step 6" in statuses[0]["error"]
     assert [s["steps"] for s in statuses[1:]] == [0, 0]
-    assert all(s["error"].startswith("not started: the sweep was stopped by SIGINT") for s in statuses[1:])
+    assert all(s["error"].startswith("not started: the sweep was stopped by Ctrl-C (SIGINT)") for s in statuses[1:])
+    # each job says what happened to it: job 0 was interrupted, the others never started (no "interrupted" for them)
+    job_lines = [line for line in err.splitlines() if line.endswith(("summary.json says interrupted", "(SIGINT)"))]
+    assert job_lines[0] == f"interrupted at step 6; {jobs[0]}: summary.json says interrupted"
+    assert job_lines[1:] == [f"{p}: not started: the sweep was stopped by Ctrl-C (SIGINT)" for p in jobs[1:]]
     assert (sweep / "report" / "report.md").exists()
     lines = [line for line in err.splitlines() if "resume with: " in line]
-    assert len(lines) == 1 and lines[0].startswith("[archlab] sweep stopped by SIGINT: 3 of 3 run(s) not completed")
+    assert len(lines) == 1 and lines[0].startswith("[archlab] sweep stopped by Ctrl-C (SIGINT): 3 of 3 run(s) not "
+                                                   "completed")
     resume = shlex.split(lines[0].split("resume with: ", 1)[1])
     assert resume[:4] == ["python", "-m", "experiments.train", "-m"] and resume[-1] == "train.resume=true"
     assert f"hydra.sweep.dir={sweep}" in resume

@@ -30,13 +30,14 @@ def test_the_first_signal_asks_the_second_stops_now():
 
 
 def test_the_sweeps_soft_request_never_counts_as_the_second_signal():
-    """A terminal Ctrl-C reaches a job directly and, through its launcher, as SWEEP_STOP too, in either order."""
+    """A terminal Ctrl-C reaches a job directly and, through its launcher, as SWEEP_STOP too, in either order.
+    Each is named by what the user did: SWEEP_STOP (SIGUSR1) is only how the launcher passes it on."""
     with StopRequest() as stop:
         send(SWEEP_STOP)
-        assert stop.requested == "the sweep's stop request (SIGUSR1)"
+        assert stop.requested == "Ctrl-C or SIGTERM (passed on by the sweep)"
         send(SWEEP_STOP)                    # again: still only a request
         send(signal.SIGINT)                 # the user's own signal names it, and is the first hard one
-        assert stop.requested == "SIGINT"
+        assert stop.requested == "Ctrl-C (SIGINT)"
         send(SWEEP_STOP)
         with pytest.raises(KeyboardInterrupt):
             send(signal.SIGINT)
@@ -61,10 +62,10 @@ def test_a_sweeps_stop_holds_for_its_later_jobs_only(tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     with StopRequest(a) as first:
         send(signal.SIGINT)
-        assert first.requested == "SIGINT"
+        assert first.requested == "Ctrl-C (SIGINT)"
     with StopRequest(a) as later, StopRequest(b) as other:  # the next job of sweep a starts stopped; b does not
-        assert later.requested == "SIGINT" and other.requested is None
-    assert sweep_stopped(a) == "SIGINT" and sweep_stopped(b) is None
+        assert later.requested == "Ctrl-C (SIGINT)" and other.requested is None
+    assert sweep_stopped(a) == "Ctrl-C (SIGINT)" and sweep_stopped(b) is None
     with StopRequest(a):
         with pytest.raises(KeyboardInterrupt):  # the sweep already had its first hard signal
             send(signal.SIGTERM)
@@ -80,7 +81,7 @@ def test_hold_sweep_records_a_signal_between_jobs_and_forwards_once(tmp_path, mo
         assert hold_sweep(sweep) is hold_sweep(sweep)  # idempotent
         send(signal.SIGINT)                              # between jobs: recorded, not raised
         send(SWEEP_STOP)
-        assert sweep_stopped(sweep) == "SIGINT" and sent == [1]
+        assert sweep_stopped(sweep) == "Ctrl-C (SIGINT)" and sent == [1]
         hold_sweep(sweep, forward=True, fresh=True)      # a new sweep in the same dir starts clean
         assert sweep_stopped(sweep) is None
     finally:
@@ -112,5 +113,5 @@ def _child_waits_for_stop(ready, done) -> None:
         deadline = time.monotonic() + 50
         while stop.requested is None and time.monotonic() < deadline:
             time.sleep(0.01)
-    if stop.requested == "the sweep's stop request (SIGUSR1)":
+    if stop.requested == "Ctrl-C or SIGTERM (passed on by the sweep)":
         done.set()

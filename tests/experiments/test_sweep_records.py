@@ -76,3 +76,18 @@ def test_progress_label_shows_the_swept_values(tmp_path, monkeypatch):
     assert job.progress_label(tmp_path / "0_x") == "pos=alibi seed=0"
     monkeypatch.setattr(job, "is_multirun", lambda: False)  # a single run: its named overrides
     assert job.progress_label(tmp_path / "0_x") == "pos=alibi seed=0 d_model=32"
+    OmegaConf.save(OmegaConf.create({"hydra": {"sweeper": {"params": {}}, "overrides": {"task": ["seed=0,1"]}}}),
+                   sweep / "multirun.yaml")  # sweeping on the command line only
+    monkeypatch.setattr(job, "is_multirun", lambda: True)
+    assert job.progress_label(tmp_path / "0_x") == "seed=0"
+
+
+def test_the_progress_bar_is_labelled_in_full(make_cfg, tmp_path, monkeypatch):
+    from experiments.run import loop
+
+    seen = []
+    real = loop.progress_bar
+    monkeypatch.setattr(loop, "progress_bar", lambda *a, **k: seen.append(k["desc"]) or real(*a, **k))
+    run_dir = tmp_path / "a_run_dir_whose_name_is_longer_than_forty_characters"
+    train(make_cfg(run_dir=run_dir))
+    assert seen == [run_dir.name]  # outside Hydra the label is the run dir's name (it was cut at 40 characters)

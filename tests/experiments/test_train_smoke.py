@@ -126,3 +126,20 @@ def test_run_name_leaves_out_the_keys_the_sweep_dir_names_leave_out(monkeypatch,
     name, overrides = job.run_identity(tmp_path / "3_model.pos=rope,seed=1")
     assert name == "model/pos=rope,seed=1"
     assert overrides == ["model/pos=rope", "seed=1", "experiment=pos_encodings", "logger=disabled"]
+
+
+def test_files_a_run_writes_respect_the_umask(make_cfg, tmp_path):
+    # mkstemp / mkdtemp alone make 0600 / 0700: summary.json, config.yaml and the checkpoints were private
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        train(make_cfg())
+    finally:
+        os.umask(old)
+    run = tmp_path / "run"
+    files = ["summary.json", "config.yaml", "metrics.jsonl", "tokenizer.json", "checkpoints/best.safetensors",
+             "checkpoints/step_00000003/model.safetensors", "checkpoints/step_00000003/state.pt"]
+    assert {f: oct(stat.S_IMODE((run / f).stat().st_mode)) for f in files} == {f: oct(0o640) for f in files}
+    assert oct(stat.S_IMODE((run / "checkpoints/step_00000003").stat().st_mode)) == oct(0o750)
