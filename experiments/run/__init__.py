@@ -5,7 +5,7 @@
     tasks.py          what differs between task=lm and task=seq2seq: data, model config, step cost, evaluation
     budget.py         how long a run trains (train.flops > train.tokens > train.steps) and what a step costs
     history.py        the last / best eval values summary.json reports
-    precision.py      train.dtype: the autocast around the forward pass
+    precision.py      train.dtype: the autocast around the forward pass, and fp16's gradient scaler
     grad_norms.py     grad_norm/layer_{i}, per residual block
     optim.py          AdamW with weight decay on matrices
     schedule.py       learning-rate schedules as a pure function of the step
