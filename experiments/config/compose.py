@@ -8,6 +8,8 @@ compose_config: the demo, the benchmarks and the tests build run configs this wa
 cwd is not changed. Importing this module registers what conf/ needs besides its files: the typed schemas
 (experiments.config.schema.register: `run_schema`, `schema/...`) and the `${archlab_dirname:...}` resolver, so
 `@hydra.main(config_path=CONF_DIR)` in experiments/run/train.py composes the same config.
+Whatever Hydra refuses while composing (a value of the wrong type, a key outside the schema, a missing option)
+is raised as one ConfigError naming the key (`train.flops: must be a number > 0 or null, got 'abc'`).
 Without the hydra node (return_hydra_config=False) the launcher is irrelevant, so an experiment whose defaults name a
 launcher plugin (hydra/launcher: joblib_2) composes with Hydra's basic launcher unless the overrides choose one:
 composing a finding's config needs no hydra-joblib-launcher.
@@ -23,6 +25,8 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from experiments.config import resolvers  # noqa: F401  (registers ${archlab_dirname:...} on import)
+from experiments.config.errors import ConfigError
+from experiments.config.rules import omegaconf_error
 from experiments.config.schema import register
 
 
@@ -42,8 +46,25 @@ def compose_config(overrides: list[str], *, return_hydra_config: bool = False) -
     if not return_hydra_config and not any(o.lstrip("+~").startswith("hydra/launcher=") for o in overrides):
         overrides.append("hydra/launcher=basic")
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides, return_hydra_config=return_hydra_config)
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name="train", overrides=overrides, return_hydra_config=return_hydra_config)
+    except Exception as e:  # noqa: BLE001 - Hydra's composition errors: each becomes one line
+        raise composition_error(e, overrides) from None
+
+
+def composition_error(e: Exception, overrides: list[str]) -> ConfigError:
+    """Hydra's refusal as one ConfigError: OmegaConf's cause names its key (`seed: must be an integer >= 0, got
+    'abc'`); otherwise Hydra's first line, after the key of the override it names, if one does."""
+    cause: BaseException | None = e
+    while cause is not None:
+        if getattr(cause, "full_key", None):
+            return omegaconf_error(cause)
+        cause = cause.__cause__
+    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    named = next((k for k in keys if f"'{k}'" in first or f"override {k}=" in first), None)
+    return ConfigError(f"{named + ': ' if named else ''}{first}")
 
 
 register()

@@ -150,22 +150,6 @@ def check_value(base: DictConfig, key: str, value: Any) -> None:
         raise omegaconf_error(e) from None
 
 
-def compose_or_raise(overrides: list[str], *, return_hydra_config: bool) -> DictConfig:
-    """compose_config, with any refusal of Hydra's as one ConfigError naming the key where one is known."""
-    try:
-        return compose_config(overrides, return_hydra_config=return_hydra_config)
-    except Exception as e:  # noqa: BLE001 - Hydra's composition errors: each becomes one line
-        cause: BaseException | None = e
-        while cause is not None:
-            if getattr(cause, "full_key", None):
-                raise omegaconf_error(cause) from None
-            cause = cause.__cause__
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
-        named = next((k for k in keys if f"'{k}'" in first or f"override {k}=" in first), None)
-        raise ConfigError(f"{named + ': ' if named else ''}{first}") from None
-
-
 def _flag(overrides: list, key: str) -> bool:
     return any(o.key_or_group == key and not o.is_sweep_override() and o.value() in (True, "true") for o in overrides)
 
@@ -208,7 +192,7 @@ def precheck(argv: list[str]) -> None:
             keyed.append(o)
     check_launcher(launcher_choice(overrides, groups))
 
-    base = compose_or_raise(group_overrides, return_hydra_config=False)
+    base = compose_config(group_overrides, return_hydra_config=False)
     plain = OmegaConf.to_container(base, resolve=False)
     for o in keyed:
         check_key(o.key_or_group, plain)
@@ -218,7 +202,7 @@ def precheck(argv: list[str]) -> None:
         for value in _values(o) or []:
             check_value(base, o.key_or_group, value)
     point = [_first_point(o) for o in overrides]
-    cfg = compose_or_raise([p for p in point if p], return_hydra_config=True)
+    cfg = compose_config([p for p in point if p], return_hydra_config=True)
     if args.cfg:
         return  # --cfg prints the config and exits: nothing is written
     resume, overwrite = _flag(overrides, "train.resume"), _flag(overrides, "train.overwrite")

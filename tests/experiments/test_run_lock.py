@@ -146,7 +146,8 @@ def test_a_second_trainer_on_a_running_run_dir_is_refused_and_a_killed_one_resum
             lines = second.stderr.strip().splitlines()
             assert second.returncode == 2 and len(lines) == 1 and str(run) in lines[0], second.stderr[-2000:]
             if extra:  # (a second start is refused earlier, by the precheck: the dir already holds a run)
-                assert lines[0].startswith("config error: run dir ") and "in use by another process" in lines[0]
+                assert lines[0].startswith("config error: hydra.run.dir: run dir ")  # the precheck names the key
+                assert "in use by another process" in lines[0]
                 assert f"(pid {first.pid})" in lines[0], lines
         assert first.poll() is None, "the refused trainers must not have stopped the first"
     finally:
