@@ -20,8 +20,11 @@ from .conftest import PYTHON, REPO, TINY
 from .small_fs import tmpfs
 
 HOLDER = """
-import sys, time
+import signal, sys, time
 from experiments.rundir.lock import RunDirLock
+# Ctrl-C raises KeyboardInterrupt even when the suite was started in the background (`make test &`): a shell
+# starts background jobs with SIGINT ignored, and a child inherits that
+signal.signal(signal.SIGINT, signal.default_int_handler)
 how = sys.argv[2]
 with RunDirLock(sys.argv[1]):
     print("held", flush=True)
