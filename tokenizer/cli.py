@@ -10,12 +10,14 @@
 
 Bad input (missing or unreadable paths, a directory, an empty corpus, a too-small vocab, a number out of its range
 such as `--workers 0` or `--top -1`, an empty argument such as `--pattern ''`, a corrupt tokenizer file, an unknown
-pattern, an existing output) prints ONE line `bpe: error: ...` on stderr and exits 2, never a traceback
-(tokenizer/cli_args.py); Ctrl-C exits 130. Each command writes only its own named files (train: DIR/tokenizer.json;
-encode: FILE.bin + FILE.bin.json; convert: one file), each to a temporary name renamed on success, so a failed or
-refused command never destroys what was there; --force replaces exactly those files and nothing else; an output that
-is one of the inputs is refused even with --force (tokenizer/outputs.py). Not handled: training from several
-datasets at once, and `datasets` configs beyond name/path + split.
+pattern, an existing output, stdout that cannot be written: `cannot write stdout (/dev/full): No space left on
+device`) prints ONE line `bpe: error: ...` on stderr and exits 2, never a traceback (tokenizer/cli_args.py); a
+closed pipe (`bpe encode ... | head`) ends quietly with 0; Ctrl-C exits 130. Each command writes only its own named
+files (train: DIR/tokenizer.json; encode: FILE.bin + FILE.bin.json; convert: one file), each to a temporary name
+renamed on success, so a failed or refused command never destroys what was there; --force replaces exactly those
+files and nothing else; an output that is one of the inputs is refused even with --force (tokenizer/outputs.py).
+Not handled: training from several datasets at once, and `datasets` configs beyond name/path + split; `--help`
+into a full stdout (argparse ignores that write error).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tokenizer.cli_args import OneLineParser, fail, non_empty, non_negative_int, positive_int, quiet_stdout
+from tokenizer.cli_args import (OneLineParser, fail, non_empty, non_negative_int, positive_int, quiet_stdout,
+                                write_stream)
 from tokenizer.outputs import atomic_output, check_inside_not_input, check_new, check_not_input, writing
 from tokenizer.serialize import FILE_NAME as TRAIN_OUTPUT
 
@@ -109,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (OSError, ValueError, UnicodeError) as e:  # json.JSONDecodeError is a ValueError
         return fail(PROG, e)
+
+
+def say(line: str) -> None:
+    """One line of a command's report on stdout (write_stream: a failed write is one error line naming stdout)."""
+    write_stream(sys.stdout, line + "\n")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -221,13 +229,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     path = _save_tokenizer(out, tok)
     n_merges = len(tok.merges)
-    print(f"trained on {source} ({n_bytes / 1e6:.2f} MB) in {seconds:.1f} s")
-    print(f"vocab_size {tok.vocab_size} = 256 bytes + {n_merges} merges + {len(tok.special_tokens)} special tokens")
-    print(f"pattern {tok.pattern_name or tok.pattern}")
+    say(f"trained on {source} ({n_bytes / 1e6:.2f} MB) in {seconds:.1f} s")
+    say(f"vocab_size {tok.vocab_size} = 256 bytes + {n_merges} merges + {len(tok.special_tokens)} special tokens")
+    say(f"pattern {tok.pattern_name or tok.pattern}")
     if sample:
-        print(f"bytes/token on the first {min(len(sample), 1 << 20)} characters: {_bytes_per_token(tok, sample):.3f}")
-    print(f"fingerprint {tok.fingerprint()[:16]}")
-    print(f"wrote {path}")
+        say(f"bytes/token on the first {min(len(sample), 1 << 20)} characters: {_bytes_per_token(tok, sample):.3f}")
+    say(f"fingerprint {tok.fingerprint()[:16]}")
+    say(f"wrote {path}")
     return 0
 
 
@@ -294,13 +302,11 @@ def cmd_encode(args: argparse.Namespace) -> int:
         print(f"wrote {meta['count']} ids ({meta['dtype']}) to {out} (+ {side})", file=sys.stderr)
     else:
         first = True
-        stdout = sys.stdout
         for ids in encode_chunks(tok, texts, specials["allowed_special"], specials["disallowed_special"]):
             if ids:
-                stdout.write(("" if first else " ") + " ".join(map(str, ids)))
+                write_stream(sys.stdout, ("" if first else " ") + " ".join(map(str, ids)), flush=False)
                 first = False
-        stdout.write("\n")
-        stdout.flush()
+        write_stream(sys.stdout, "\n")
     if replaced_count() > before:
         _show_warning(f"{replaced_count() - before} invalid UTF-8 sequence(s) in the input were replaced by U+FFFD", None, "", 0)
     return 0
@@ -312,12 +318,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
     tok = load_tokenizer(args.tokenizer)
     src = _input_file(args.file)
     out = sys.stdout.buffer  # exact bytes, written as is (no lossy re-encoding)
-    sys.stdout.flush()
+    write_stream(sys.stdout, "")  # flushes what the text layer holds
     if src is not None and sidecar_path(src).exists():
         # a token file: its sidecar must be valid and name THIS tokenizer (else the text would be garbage)
         arr, _ = read_tokens(src, expect_fingerprint=tok.fingerprint(), tokenizer_name=f"--tokenizer {args.tokenizer}")
         for start in range(0, len(arr), 1 << 20):  # stream: concatenating token bytes needs no lookahead
-            out.write(tok.decode_bytes(arr[start : start + (1 << 20)].tolist()))
+            write_stream(out, tok.decode_bytes(arr[start : start + (1 << 20)].tolist()), flush=False)
     else:
         raw = sys.stdin.read() if src is None else src.read_text(encoding="utf-8")
         ids = []
@@ -325,8 +331,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
             if not (word.isascii() and word.isdigit()):
                 raise CliError(f"not a token id: {word[:40]!r} (decode reads whitespace-separated integers)")
             ids.append(int(word))
-        out.write(tok.decode_bytes(ids))
-    out.flush()
+        write_stream(out, tok.decode_bytes(ids), flush=False)
+    write_stream(out, b"")  # flush
     return 0
 
 
@@ -342,18 +348,18 @@ def cmd_info(args: argparse.Namespace) -> int:
 
         sample, sample_name = embedded_text()[: 1 << 20], f"embedded corpus ({EMBEDDED_NAME})"
     specials = ", ".join(f"{s!r}={i}" for s, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])) or "none"
-    print(f"tokenizer   {args.tokenizer}")
-    print(f"vocab_size  {tok.vocab_size} (256 bytes + {len(tok.merges)} merges + {len(tok.special_tokens)} special)")
-    print(f"special     {specials}")
-    print(f"pattern     {tok.pattern_name or 'custom'}: {tok.pattern}")
-    print(f"fingerprint {tok.fingerprint()}")
+    say(f"tokenizer   {args.tokenizer}")
+    say(f"vocab_size  {tok.vocab_size} (256 bytes + {len(tok.merges)} merges + {len(tok.special_tokens)} special)")
+    say(f"special     {specials}")
+    say(f"pattern     {tok.pattern_name or 'custom'}: {tok.pattern}")
+    say(f"fingerprint {tok.fingerprint()}")
     if sample:
-        print(f"bytes/token {_bytes_per_token(tok, sample):.3f} on {sample_name}")
+        say(f"bytes/token {_bytes_per_token(tok, sample):.3f} on {sample_name}")
     specials_ids = set(tok.special_tokens.values())
     longest = sorted(((b, i) for i, b in tok.vocab.items() if i not in specials_ids), key=lambda bi: (-len(bi[0]), bi[1]))
-    print(f"longest {args.top} tokens:")
+    say(f"longest {args.top} tokens:")
     for b, i in longest[: args.top]:
-        print(f"  {i:>7}  {len(b):>3} bytes  {b.decode('utf-8', errors='backslashreplace')!r}")
+        say(f"  {i:>7}  {len(b):>3} bytes  {b.decode('utf-8', errors='backslashreplace')!r}")
     return 0
 
 
@@ -374,10 +380,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         with atomic_output(out) as tmp:
             (tok.export_hf if args.to == "hf" else tok.export_tiktoken)(tmp)
     if args.to == "hf":
-        print(f"wrote {out}  (tokenizers.Tokenizer.from_file({str(out)!r}))")
+        say(f"wrote {out}  (tokenizers.Tokenizer.from_file({str(out)!r}))")
     else:
         specials = json.dumps(tok.special_tokens)
-        print(f"wrote {out}  (tiktoken.Encoding(name=..., pat_str=<pattern>, mergeable_ranks=load_tiktoken_bpe({str(out)!r}), special_tokens={specials}))")
+        say(f"wrote {out}  (tiktoken.Encoding(name=..., pat_str=<pattern>, mergeable_ranks=load_tiktoken_bpe({str(out)!r}), special_tokens={specials}))")
     return 0
 
 

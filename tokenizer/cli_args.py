@@ -18,8 +18,10 @@ message is one line, e.g. `argument --top-p: must be in (0, 1], got 1.5 (see 'py
 same. The number types accept only finite values. `one_line(e)` is any exception's message on one line (an
 OSError as "reason: path", without "[Errno N]"); `read_text_file(path, flag)` reads a UTF-8 file an argument names
 (one line naming the flag when it cannot); `check_writable(dir, what)` tries to write in an output dir
-(one line with the OS's reason when it cannot); `quiet_stdout()` points stdout at /dev/null after the reader of a pipe
-went away (`... | head`), so the exit flush cannot fail again.
+(one line with the OS's reason when it cannot); `write_stream(sys.stdout, text)` writes a command's output, a
+failed write (a full disk, `> /dev/full`) becoming one line naming the stream (`cannot write stdout (/dev/full): No
+space left on device`); `quiet_stdout()` points stdout at /dev/null after the reader of a pipe went away
+(`... | head`) or a write failed, so the exit flush cannot fail again.
 Not handled: --help still prints and exits (SystemExit 0), as argparse does.
 """
 
@@ -33,6 +35,9 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
+
+from tokenizer.outputs import OutputError
 
 
 class UsageError(ValueError):
@@ -63,12 +68,43 @@ def fail(name: str, e: BaseException) -> int:
 
 
 def quiet_stdout() -> None:
-    """Point stdout at /dev/null (after a BrokenPipeError: the exit flush would raise again)."""
+    """Point stdout at /dev/null (after a BrokenPipeError or a failed write: the exit flush would raise again)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+
+
+def _is_stdout(out: IO[Any]) -> bool:
+    return out is sys.stdout or out is getattr(sys.stdout, "buffer", None)
+
+
+def stream_name(out: IO[Any]) -> str:
+    """What a stream writes to, for an error line. Example: stdout redirected to /dev/full -> "stdout (/dev/full)"."""
+    name = "stdout" if _is_stdout(out) else str(getattr(out, "name", "the output"))
+    try:
+        return f"{name} ({os.readlink(f'/proc/self/fd/{out.fileno()}')})"
+    except (OSError, ValueError, AttributeError):  # not Linux, or not a real file (a test's StringIO)
+        return name
+
+
+def write_stream(out: IO[Any], data: str | bytes, *, flush: bool = True) -> None:
+    """Write `data` to `out` (a text stream, or a binary one such as sys.stdout.buffer) and flush it. A failed write
+    is an OutputError naming the stream, e.g. "cannot write stdout (/dev/full): No space left on device", and
+    stdout is quieted first (its unwritten rest would fail again at exit); a BrokenPipeError (the reader of a pipe
+    went away) passes through unchanged for the caller to end quietly."""
+    try:
+        out.write(data)
+        if flush:
+            out.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        name = stream_name(out)
+        if _is_stdout(out):
+            quiet_stdout()
+        raise OutputError(f"cannot write {name}: {e.strerror or e}") from None
 
 
 def read_text_file(path: str | os.PathLike, flag: str) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import os
 import sys
 
 import torch
@@ -32,7 +31,7 @@ import torch
 from arch.generate import generate
 from experiments.use.load import RunLoadError, check_device, load_run
 from tokenizer.cli_args import (OneLineParser, UsageError, fail, float_in, int_in, non_empty, non_negative_float,
-                                positive_int, quiet_stdout, read_text_file)
+                                positive_int, quiet_stdout, read_text_file, write_stream)
 from tokenizer.outputs import OutputError
 
 EOT = "<|endoftext|>"
@@ -57,16 +56,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def stream_name(out) -> str:
-    """What a text stream writes to, for an error line. Example: stdout redirected to /dev/full ->
-    "stdout (/dev/full)"."""
-    name = "stdout" if out is sys.stdout else str(getattr(out, "name", "the output"))
-    try:
-        return f"{name} ({os.readlink(f'/proc/self/fd/{out.fileno()}')})"
-    except (OSError, ValueError, AttributeError):  # not Linux, or not a real file (a test's StringIO)
-        return name
-
-
 class Printer:
     """Writes text and token bytes to a text stream, tokens as complete UTF-8 characters (an incremental decoder).
     A failed write (a full disk) is an OutputError naming the stream; a closed pipe stays a BrokenPipeError."""
@@ -76,13 +65,7 @@ class Printer:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def write(self, text: str) -> None:
-        try:
-            self.out.write(text)
-            self.out.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            raise OutputError(f"cannot write {stream_name(self.out)}: {e.strerror or e}") from None
+        write_stream(self.out, text)
 
     def __call__(self, ids: list[int]) -> None:
         self.write(self.decoder.decode(self.tok.decode_bytes(ids)))
@@ -149,10 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `... | head`: the reader went away, which is fine
         quiet_stdout()
         return 0
-    except OutputError as e:
-        quiet_stdout()  # the unwritten rest would fail again at exit
-        return fail("sample", e)
-    except (UsageError, RunLoadError, OSError) as e:
+    except (UsageError, RunLoadError, OutputError, OSError) as e:  # OutputError: stdout (write_stream said which)
         return fail("sample", e)
     return 0
 

@@ -282,3 +282,41 @@ def test_python_dash_m_subprocess_has_no_traceback(tmp_path):
         assert proc.returncode == 2
         assert "Traceback" not in proc.stderr
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("bpe: error: "), proc.stderr
+
+
+STDOUT_COMMANDS = {  # every subcommand that writes to stdout -> its argv (the tokenizer dir is {tok}, scratch {tmp})
+    "encode": ["encode", "--tokenizer", "{tok}", "{tmp}/text.txt"],
+    "decode": ["decode", "--tokenizer", "{tok}", "{tmp}/ids.txt"],
+    "info": ["info", "{tok}", "--sample", "{tmp}/text.txt"],
+    "convert": ["convert", "{tok}", "--to", "tiktoken", "--out", "{tmp}/tok.tiktoken"],
+    "train": ["train", "{tmp}/text.txt", "--vocab-size", "260", "--out", "{tmp}/trained", "--workers", "1"],
+}
+
+
+def _bpe_to(stdout, command: str, trained_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    (tmp_path / "text.txt").write_text("hello world, hello there\n" * 20, encoding="utf-8")
+    (tmp_path / "ids.txt").write_text("104 101 108 108 111\n")
+    argv = [a.format(tok=trained_dir, tmp=tmp_path) for a in STDOUT_COMMANDS[command]]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "tokenizer", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", sorted(STDOUT_COMMANDS))
+def test_stdout_that_cannot_be_written_is_one_line_naming_stdout(trained_dir, tmp_path, command):
+    """`bpe ... > /dev/full`: one line saying stdout could not be written and why, exit 2, no traceback."""
+    with open("/dev/full", "w") as full:
+        proc = _bpe_to(full, command, trained_dir, tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["bpe: error: cannot write stdout (/dev/full): No space left on device"], proc.stderr
+
+
+@pytest.mark.parametrize("command", sorted(STDOUT_COMMANDS))
+def test_stdout_into_a_closed_pipe_ends_quietly(trained_dir, tmp_path, command):
+    """`bpe ... | head -c 0`: the reader went away; nothing on stderr, exit 0."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as pipe:
+        proc = _bpe_to(pipe, command, trained_dir, tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, "")
