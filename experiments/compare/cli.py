@@ -1,6 +1,7 @@
 """The command line of `python -m experiments.compare` (see docs/compare.md): parse, build, print the path.
 
-Every user error is one line `compare: error: ...` on stderr with exit status 2, no traceback.
+Every user error is one line `compare: error: ...` on stderr with exit status 2, no traceback; a value out of its
+range (`--smooth 1`) is refused by the parser, before any run is read.
 Not handled here: anything the report does (report.py).
 """
 
@@ -12,7 +13,8 @@ from typing import Sequence
 
 from experiments.compare.report import X_KEYS, build_report, check_out_dir
 from experiments.compare.runs import Run, RunsError
-from tokenizer.cli_args import OneLineParser, UsageError, fail, non_empty
+from experiments.compare.wandb_pull import pull_runs
+from tokenizer.cli_args import OneLineParser, UsageError, fail, float_in, non_empty
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-mixed", action="store_true", help="allow runs of different experiments")
     p.add_argument("--baseline", type=non_empty, metavar="LABEL_OR_INDEX", help="the group every other group is "
                    "compared with: its label or 0-based index (default: the first group)")
-    p.add_argument("--smooth", type=float, default=0.0, metavar="ALPHA", help="EMA smoothing of the train-loss "
+    p.add_argument("--smooth", type=float_in(0, 1, high_open=True), default=0.0, metavar="ALPHA", help="EMA smoothing of the train-loss "
                    "curves in [0, 1), wandb's time-weighted EMA (default 0 = off)")
     p.add_argument("--analysis", action="store_true", help="add the Analysis section: attention entropy per layer "
                    "over training, and the logit lens and per-head attention entropy of each completed run's best "
@@ -54,8 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out is not None:
             check_out_dir(args.out, args.metric, args.analysis)  # before any run is read (wandb runs included)
         if args.wandb_group:
-            from experiments.compare.wandb_pull import pull_runs
-
             runs = pull_runs(args.wandb_group, args.wandb_project)
         elif args.wandb_project:
             raise RunsError("--wandb-project needs --wandb-group")

@@ -88,12 +88,13 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
                  baseline: str | int | None = None, smooth: float = 0.0, analysis: bool = False) -> Path:
     """Load runs, group them, write report.html / report.md / comparison.json / PNGs into out_dir; returns
     report.html's path. `baseline`: the group the others are compared with (label or 0-based index; default the
-    first); `smooth`: EMA weight in [0, 1) for the train-loss curves (0 = off); `analysis`: add the Analysis
-    section (attention entropy, logit lens, per-head entropy: analysis.py; loads every completed run's weights).
+    first); `smooth`: EMA weight in [0, 1) for the train-loss curves (0 = off; the command line refuses others);
+    `analysis`: add the Analysis section (attention entropy, logit lens, per-head entropy: analysis.py; loads every
+    completed run's weights).
 
     Example: build_report(["multirun/pos_encodings/2026-01-01_00-00-00"], None, by=["model.pos.kind"])
-    Raises RunsError on bad input (no runs, mixed experiments, unknown metric, --by key or --baseline group, bad
-    --smooth, unusable out dir)."""
+    Raises RunsError on bad input (no runs, mixed experiments, unknown metric, --by key or --baseline group,
+    unusable out dir)."""
     from experiments.compare.comparison import compare_groups, comparison_json, resolve_baseline
     from experiments.compare.figures import draw_figures
     from experiments.compare.html import render_html
@@ -101,8 +102,6 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
 
     if x not in X_KEYS:
         raise RunsError(f"--x must be one of {', '.join(X_KEYS)}, got {x!r}")
-    if not 0 <= smooth < 1:
-        raise RunsError(f"--smooth must be in [0, 1) (0 = off), got {smooth!r}")
     names = _names(metric, analysis)
     report_dir = check_out_dir(out_dir, metric, analysis) if out_dir is not None else None  # before any run is read
     runs = list(runs or []) + (read_runs(run_paths) if run_paths else [])

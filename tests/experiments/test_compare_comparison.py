@@ -13,6 +13,8 @@ import pytest
 from scipy import stats as sps
 
 from experiments.compare import build_report, main
+from experiments.compare import cli as compare_cli
+from experiments.compare import report as compare_report
 from experiments.compare.outdir import MANIFEST
 from experiments.compare.significance import difference, mean_ci, power, seeds_needed
 from experiments.compare.stats import ema, higher_is_better
@@ -284,11 +286,19 @@ def test_bad_baseline_is_one_line_exit_2(sweep: Path, tmp_path: Path, capsys, ba
     assert not out.exists()  # refused before anything was written
 
 
-@pytest.mark.parametrize("smooth", ["1", "-0.1", "nan"])
-def test_bad_smooth_is_one_line_exit_2(sweep: Path, capsys, smooth: str) -> None:
-    assert main([str(sweep), "--smooth", smooth]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("compare: error: --smooth must be in [0, 1)") and len(err.strip().splitlines()) == 1
+@pytest.mark.parametrize("smooth", ["1", "-0.1", "nan", "inf"])
+def test_bad_smooth_is_refused_by_the_parser_before_any_run_is_read(sweep: Path, capsys, monkeypatch,
+                                                                     smooth: str) -> None:
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a run was read before --smooth was checked")
+
+    monkeypatch.setattr(compare_report, "read_runs", no_reading)
+    monkeypatch.setattr(compare_cli, "pull_runs", no_reading, raising=False)  # --wandb-group: pulled in cli.main
+    for extra in ([], ["--wandb-group", "g"]):
+        assert main([str(sweep), "--smooth", smooth, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("compare: error: argument --smooth: must be") and "[0, 1)" in err, err
+        assert len(err.strip().splitlines()) == 1
 
 
 def test_budget_sentence_says_when_runs_differ_in_tokens(tmp_path: Path) -> None:
