@@ -42,3 +42,21 @@ def test_design_md_lists_every_choice_of_model_config(field, registry):
     m = re.search(rf"\b{field}:? \(?(\w+(?:\|\w+)+)", text)  # "activation (a|b)" or "kind: a|b"
     assert m, f"docs/design.md lists no choices for {field}"
     assert set(m.group(1).split("|")) == set(registry)
+
+
+def _train_yaml_options(knob: str) -> set[str]:
+    """The options conf/train.yaml's defaults-list comment names for `model/<knob>`: "# what: a | b (note) | c"."""
+    for line in (REPO / "conf" / "train.yaml").read_text().splitlines():
+        entry, _, comment = line.partition("#")
+        if entry.strip().startswith(f"- model/{knob}:"):
+            plain = re.sub(r"\([^)]*\)", "", comment)  # notes in parentheses are not options
+            m = re.search(r"\w+(?:\s*\|\s*\w+)+", plain)
+            assert m, f"conf/train.yaml's model/{knob} line lists no options: {line.strip()}"
+            return {o.strip() for o in m.group(0).split("|")}
+    raise AssertionError(f"conf/train.yaml's defaults list has no model/{knob} entry")
+
+
+@pytest.mark.parametrize("knob", KNOBS)
+def test_train_yaml_comments_list_every_option_of_each_model_knob(knob):
+    files = {p.stem for p in (REPO / "conf" / "model" / knob).glob("*.yaml")}
+    assert _train_yaml_options(knob) == files
