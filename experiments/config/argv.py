@@ -6,7 +6,8 @@ Hydra's own parsers do the reading (its argparse parser, its override grammar, g
 the conf dir), so what passes here is what Hydra accepts. What they refuse becomes one ConfigError naming the
 argument, instead of Hydra's usage block or its three lines ending in HYDRA_FULL_ERROR:
 
-* an unknown flag (`--bogus-flag`), `-m` after the overrides (`seed=1 -m train.steps=2`);
+* an unknown flag (`--bogus-flag`), `-m` (or any flag) between the overrides (`seed=1 -m train.steps=2`: Hydra
+  takes a flag before or after all of them, `-m seed=1 train.steps=2` or `seed=1 train.steps=2 -m`);
 * an override the grammar refuses (`model.norm=[post`, an unquoted `=` or non-ASCII character in a value,
   `key` without `=`): `data.paths: cannot parse 'data.paths=[/tmp/a=b.txt]' ...; quote the value`;
 * `--config-name` / `--config-dir` naming nothing there.
@@ -31,15 +32,29 @@ from experiments.config.errors import ConfigError
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
+def _is_override(arg: str) -> bool:
+    return "=" in arg and not arg.startswith("-")
+
+
+def _flag_between_overrides(argv: list[str]) -> str | None:
+    """The first flag with an override before it and one after it. Example: [seed=1, -m, train.steps=2] -> -m."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("-") and any(map(_is_override, argv[:i])) and any(map(_is_override, argv[i + 1:])):
+            return arg
+    return None
+
+
 def _argparse_error(argv: list[str], message: str) -> ConfigError:
-    """argparse's complaint (`unrecognized arguments: x y`) as one line naming the argument."""
-    flags = [i for i, a in enumerate(argv) if a in MULTIRUN_FLAGS]
-    overrides_before = flags and any("=" in a and not a.startswith("-") for a in argv[:flags[0]])
-    if overrides_before:
-        return ConfigError(f"{argv[flags[0]]}: must come before the overrides "
-                           f"(python -m experiments.train -m key=value ...)")
-    unknown = message.split("unrecognized arguments:", 1)[-1].split()
-    if "unrecognized arguments:" in message and unknown:
+    """argparse's complaint (`unrecognized arguments: x y`) as one line naming the argument. Hydra's argparse reads
+    the overrides as one block: a flag goes before or after all of them (`-m a=1 b=2`, `a=1 b=2 -m`); one between
+    them (`a=1 -m b=2`) leaves the overrides after it unread."""
+    unknown = message.split("unrecognized arguments:", 1)[-1].split() if "unrecognized arguments:" in message else []
+    flag = _flag_between_overrides(argv) if unknown and _is_override(unknown[0]) else None
+    if flag is not None:
+        example = (f" (python -m experiments.train {flag} key=value ..., or key=value ... {flag})"
+                   if flag in MULTIRUN_FLAGS else "")
+        return ConfigError(f"{flag}: put it before or after all the overrides, not between them{example}")
+    if unknown:
         return ConfigError(f"{unknown[0]}: unknown argument; see python -m experiments.train --help")
     return ConfigError(message)
 

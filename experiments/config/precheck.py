@@ -3,7 +3,7 @@
 `precheck_or_exit(sys.argv[1:])` is called by `python -m experiments.train` before `@hydra.main`. Everything it
 refuses is one line on stderr and exit 2, and nothing is written (Hydra has not made a dir or .hydra/ yet):
 
-* what Hydra cannot read (experiments.config.argv): an unknown flag, `-m` after the overrides, an override its
+* what Hydra cannot read (experiments.config.argv): an unknown flag, `-m` between the overrides, an override its
   grammar refuses, a --config-name / --config-dir that names nothing;
 * an unknown option of a config group, also inside a sweep (`model/pos=rope,fourier`), and an unknown group
   (options are the YAML files under the conf dir, experiments.config.compose.CONF_DIR: one source);

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.config.argv import parse_command
 from experiments.config.compose import CONF_DIR
 from experiments.config.errors import ConfigError
 from experiments.config.precheck import precheck
@@ -92,8 +93,11 @@ def test_unknown_names_are_one_line(argv, message):
         (["key with spaces"], "key with spaces: not an override"),
         (["'seed=1'"], "seed: cannot parse"),                                    # quotes inside the word
         (["--bogus-flag"], "--bogus-flag: unknown argument; see python -m experiments.train --help"),
-        (["seed=1", "-m", "train.steps=2"], "-m: must come before the overrides"),
-        (["seed=1", "--multirun", "train.steps=2,3"], "--multirun: must come before the overrides"),
+        (["seed=1", "-m", "train.steps=2"], "-m: put it before or after all the overrides, not between them"),
+        (["seed=1", "--multirun", "train.steps=2,3"], "--multirun: put it before or after all the overrides"),
+        (["seed=1", "--cfg", "job", "train.steps=2"], "--cfg: put it before or after all the overrides"),
+        (["-m", "seed=1", "-c", "job", "train.steps=2"], "-c: put it before or after all the overrides"),
+        (["seed=1", "--bogus-flag", "train.steps=2"], "--bogus-flag: unknown argument"),
         (["--cfg", "bogus"], "argument --cfg/-c: invalid choice: 'bogus'"),
         (["--config-name", "nope"], "--config-name: no config 'nope' in "),
         (["--config-dir", "/nonexistent/conf"], "--config-dir: /nonexistent/conf is not a directory"),
@@ -102,6 +106,17 @@ def test_unknown_names_are_one_line(argv, message):
 )
 def test_what_hydra_cannot_read_is_one_line(argv, message):
     assert _refused(argv).startswith(message)
+
+
+@pytest.mark.parametrize("flag", ["-m", "--multirun"])
+def test_multirun_flag_before_or_after_the_overrides_is_the_same_sweep(flag):
+    """Hydra's own parser takes -m before or after the overrides (not between them: argparse stops reading
+    overrides at a flag); both places give the same sweep, and the precheck accepts both."""
+    expected = (True, ["model=tiny", "seed=0,1"])
+    for argv in ([flag, "model=tiny", "seed=0,1"], ["model=tiny", "seed=0,1", flag]):
+        args, overrides = parse_command(argv)
+        assert (args.multirun, [o.input_line for o in overrides]) == expected
+        precheck(argv)  # no ConfigError
 
 
 @pytest.mark.parametrize(
@@ -280,7 +295,7 @@ def _cli(argv, cli_env, cwd=REPO):
     (["-m", "model/pos=rope,fourier"], f"config error: model/pos: unknown option 'fourier'; choose from {POS}"),
     (["+trian.steps=3"], "config error: trian.steps: unknown key; did you mean train.steps?"),
     (["data=text", "data.paths=[/tmp/a=b.txt]"], "config error: data.paths: cannot parse"),
-    (["seed=1", "-m", "train.steps=2"], "config error: -m: must come before the overrides"),
+    (["seed=1", "-m", "train.steps=2"], "config error: -m: put it before or after all the overrides"),
     (["--config-name", "nope"], "config error: --config-name: no config 'nope'"),
     (["hydra.run.dir=/proc/archlab/x"], "config error: hydra.run.dir: /proc/archlab/x cannot be created"),
     (["-m", "hydra.sweep.dir=/proc/archlab"], "config error: hydra.sweep.dir: /proc/archlab cannot be created"),
