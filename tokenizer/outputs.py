@@ -8,14 +8,15 @@ whether an output may be written, and that turns a failed write into one line na
     with atomic_output(out) as tmp: write(tmp)                # the one atomic file write of the repo
     atomic_write(out, lambda f: f.write(text), binary=False)  # the same, through an open file (fsync'd)
     with atomic_directory(out_dir) as tmp: fill(tmp)          # the one atomic directory write of the repo
+    with atomic_directory(out_dir, into=True) as tmp: fill(tmp)   # the same, its files moved into an existing dir
 
 Rules (docs/tokenizer.md, "Outputs and --force"): a command writes only its own named files, each atomically
 (temp file beside it + rename), never deletes anything else; `--force` only lets it replace those files; an
 output that is one of its inputs is refused even with --force. Not handled: two hard links to one file under
 different names when one of them does not exist yet (nothing to compare), races with other processes.
 The atomic writers live here because tokenizer/ cannot import experiments/; experiments/ uses them for every file
-and directory it writes (summary.json, reports, checkpoints, cache entries). What they write gets the mode a plain
-open() / mkdir() would give under the umask (mkstemp / mkdtemp alone make 0600 / 0700).
+and directory it writes (summary.json, reports, checkpoints, cache entries, exports). What they write gets the mode a
+plain open() / mkdir() would give under the umask (mkstemp / mkdtemp / safetensors alone make 0600 / 0700).
 """
 
 from __future__ import annotations
@@ -112,23 +113,44 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[Any]], object], *,
         os.fsync(f.fileno())
 
 
+def _umask_modes(root: Path) -> None:
+    """Give every file and dir below `root` (root included) the mode a plain open() / mkdir() would give: writers
+    such as mkstemp, mkdtemp and safetensors make 0600 / 0700 whatever the umask."""
+    os.chmod(root, default_mode(directory=True))
+    for parent, dirs, files in os.walk(root):
+        for name in dirs:
+            os.chmod(os.path.join(parent, name), default_mode(directory=True))
+        for name in files:
+            os.chmod(os.path.join(parent, name), default_mode())
+
+
 @contextmanager
-def atomic_directory(out: str | os.PathLike) -> Iterator[Path]:
-    """Yield a new empty temp dir beside `out` (`.{name}.*.tmp`) to fill; when the block succeeds it gets the
-    umask's mode and takes `out`'s place (an `out` already there, e.g. a stale partial copy, is removed first), so
-    a reader sees no directory or a complete one. On any failure the temp dir is removed and `out` is left as it
-    was. Not handled: readers of the old `out` while it is being replaced (the remove and the rename are two steps).
+def atomic_directory(out: str | os.PathLike, *, into: bool = False) -> Iterator[Path]:
+    """Yield a new empty temp dir (`.{name}.*.tmp`) to fill. When the block succeeds, what it holds gets the
+    umask's modes (_umask_modes) and:
+      into=False: the temp dir, made beside `out`, takes `out`'s place (an `out` already there, e.g. a stale
+        partial copy, is removed first), so a reader sees no directory or a complete one;
+      into=True: the temp dir is made inside `out` (which must exist and keeps its other entries and its own mode)
+        and each entry moves into `out` with one os.replace, replacing the entry of that name there.
+    On any failure the temp dir is removed and `out` is left as it was. Not handled: readers of the old `out` while
+    it is being replaced (into=False: the remove and the rename are two steps; into=True: a kill between two moves
+    leaves some entries new and some old, each whole).
     """
     out = Path(out)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.", suffix=".tmp"))
+    parent = out if into else (out.parent if str(out.parent) else Path("."))
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         yield tmp
-        os.chmod(tmp, default_mode(directory=True))  # mkdtemp makes 0700
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        _umask_modes(tmp)
+        if into:
+            for entry in sorted(tmp.iterdir()):
+                os.replace(entry, out / entry.name)
+        else:
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # left only on failure
+        shutil.rmtree(tmp, ignore_errors=True)  # left only on failure (into=True: empty by now)
 
 
 @contextmanager

@@ -17,8 +17,9 @@ the pattern and special tokens go to tiktoken.Encoding as the printed line shows
 Outputs (experiments/use/export_dir.py): an existing non-empty --out is refused unless --force; --force replaces
 only files an earlier export wrote there (export_manifest.json lists them), never the user's own files or a run's
 (--out may not be the run dir or inside its checkpoints/), and deletes nothing. Files are written into a temp dir
-inside --out, then moved into place; a failed write (a full disk, a read-only dir) is one line naming --out and
-leaves every file as it was. A killed export can leave its hidden `.export-*` temp dir in --out. Errors are one
+inside --out, then moved into place with the umask's modes; a failed write (a full disk, a read-only dir) is one
+line naming --out and leaves every file as it was. A killed export can leave its hidden `.DIR.*.tmp` temp dir in
+--out (DIR: --out's name). Errors are one
 line, `export: error: ...`, exit 2, before the run is loaded where the value alone is wrong (a run dir that does
 not exist, an unknown --which, an --out export may not write). Needs transformers for --to hf only.
 Not handled: encoder-decoder runs, dtype conversion (weights stay fp32), sharded output, pushing to the Hub.

@@ -10,9 +10,11 @@ run's own files are never replaced); an --out where nothing can be written (read
 parent that is a file, /proc: tokenizer.cli_args.check_writable tries); an existing file of a name export writes
 that `export_manifest.json` there does not list (the user's own tokenizer.json, another run's files), or a
 directory of such a name; a manifest export did not write. Without --force any non-empty --out is refused.
-The manifest, {"written_by": "experiments.export", "files": [...]}, lists every file export has written in --out;
-it is updated before the files move into place (one os.replace each), so a killed export still owns what it wrote.
-A write that fails (a full disk, an I/O error) is one line naming --out: the temp dir `.export-*` is removed, every
+The files are written into a temp dir inside --out (tokenizer.outputs.atomic_directory(into=True): hidden,
+`.<--out's name>.*.tmp`) and then move into place, one os.replace each, with the mode a plain open() gives under the
+umask (safetensors alone writes 0600). The manifest, {"written_by": "experiments.export", "files": [...]}, lists
+every file export has written in --out; it is updated before the files move, so a killed export still owns what
+it wrote. A write that fails (a full disk, an I/O error) is one line naming --out: the temp dir is removed, every
 file that was in --out keeps its bytes, and the dirs this export created are removed again.
 Not handled: two exports into one --out at the same time; a kill while the files move (some new, some old).
 """
@@ -22,8 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from safetensors import SafetensorError
 
 from experiments.rundir.layout import RunDir, atomic_write_json
 from tokenizer.cli_args import UsageError, check_writable
+from tokenizer.outputs import atomic_directory
 
 MANIFEST = "export_manifest.json"
 WRITTEN_BY = "experiments.export"
@@ -109,20 +110,15 @@ class ExportDir:
     def write(self, write: Callable[[Path], None]) -> list[Path]:
         """Run `write(tmp)` on a temp dir inside --out, then move its files into --out; returns their paths."""
         created = [d for d in (self.path, *self.path.parents) if not os.path.lexists(d)]
-        tmp = None
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=self.path, prefix=".export-"))
-            write(tmp)
-            names = sorted(f.name for f in tmp.iterdir())
-            self.check_names(names)  # what was written, in case it is more than check() was told
-            atomic_write_json(self.path / MANIFEST, {"written_by": WRITTEN_BY,
-                                                     "files": sorted({*self.owned, *names})})
-            for name in names:
-                os.replace(tmp / name, self.path / name)
+            with atomic_directory(self.path, into=True) as tmp:  # the files move in when the block ends
+                write(tmp)
+                names = sorted(f.name for f in tmp.iterdir())
+                self.check_names(names)  # what was written, in case it is more than check() was told
+                atomic_write_json(self.path / MANIFEST, {"written_by": WRITTEN_BY,
+                                                         "files": sorted({*self.owned, *names})})
         except BaseException as e:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
             if self.path in created:
                 (self.path / MANIFEST).unlink(missing_ok=True)
             for d in created:  # innermost first; only while empty
@@ -133,5 +129,4 @@ class ExportDir:
             if isinstance(e, (OSError, SafetensorError)):  # a full disk, an I/O error
                 raise ExportError(f"cannot write {self.path}: {_reason(e)}") from None
             raise
-        shutil.rmtree(tmp, ignore_errors=True)
         return [self.path / name for name in names]

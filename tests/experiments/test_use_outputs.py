@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import stat
 import subprocess
 from pathlib import Path
 
@@ -104,6 +105,22 @@ def test_property_export_replaces_only_files_it_wrote(run, tmp_path_factory, cap
     assert after == ({p.name for p in before} | ({*NAMES[to], MANIFEST} if code == 0 else set())), after
     if code == 0:
         assert set(json.loads((out / MANIFEST).read_text())["files"]) == ours | set(NAMES[to])
+
+
+@pytest.mark.parametrize("to", list(NAMES))
+@pytest.mark.parametrize("umask,file_mode,dir_mode", [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+def test_exported_files_get_the_mode_the_umask_gives(run, tmp_path, to, umask, file_mode, dir_mode):
+    """People share exports on clusters: every file export writes (safetensors' own writer makes 0600) gets what a
+    plain open() gives under the umask, and a new --out what mkdir gives; no temp dir stays behind."""
+    out = tmp_path / "shared" / "out"
+    old = os.umask(umask)
+    try:
+        assert main([str(run), "--to", to, "--out", str(out)]) == 0
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    assert modes == {name: file_mode for name in [*NAMES[to], MANIFEST]}
+    assert {stat.S_IMODE(d.stat().st_mode) for d in (out, out.parent)} == {dir_mode}
 
 
 # ---------------------------------------------------------------- full disk, read-only --out
