@@ -28,7 +28,7 @@ def installed(tmp_path_factory):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for name in ("tokenizer", "arch", "experiments", "conf"):
+    for name in ("tokenizer", "arch", "experiments", "conf", "hydra_plugins"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", ".",
                            "-w", str(tmp / "wheel")], cwd=src, capture_output=True, text=True, timeout=300)
@@ -79,3 +79,20 @@ def test_installed_cli_prints_the_config(installed):
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "kind: alibi" in proc.stdout and "d_model: 64" in proc.stdout
+
+
+def test_installed_package_brings_the_tuned_sweeper_plugin(installed):
+    """Hydra finds plugins only under the hydra_plugins namespace package: the wheel must put the tuned sweeper
+    there (hydra/sweeper=tuned composes and its class is a discovered Sweeper)."""
+    site, away, env, _ = installed
+    code = ("from hydra.core.plugins import Plugins; from hydra.plugins.sweeper import Sweeper; "
+            "import experiments.config.compose as c; "
+            "print(c.compose_config(['hydra/sweeper=tuned'], return_hydra_config=True).hydra.sweeper._target_); "
+            "print(*sorted(f'{k.__module__}.{k.__name__}' for k in Plugins.instance().discover(Sweeper))); "
+            "import hydra_plugins.archlab_tuned_sweeper as p; print(p.__file__)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=away, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    target, found, module = proc.stdout.splitlines()
+    assert module.startswith(str(site))  # the wheel's copy, not the checkout's
+    assert target == "hydra_plugins.archlab_tuned_sweeper.tuned_sweeper.TunedSweeper" and target in found.split()
+    assert not (site / "hydra_plugins" / "__init__.py").exists()  # a namespace package, shared with other plugins

@@ -1,0 +1,291 @@
+"""The tuned sweep (`hydra/sweeper=tuned`): every arm at its own best learning rate, judged on fresh seeds.
+
+    python -m experiments.train -m experiment=tuned_pos           # conf/experiment/tuned_pos.yaml declares it
+
+Hydra instantiates the plugin hydra_plugins/archlab_tuned_sweeper (Hydra only loads plugins from that namespace);
+it hands its declaration, the composed config and its launcher to `TunedSweep.run`, which:
+
+  0. checks the declaration (tune_spec.py: one `config error: ...` line and exit 2 before any run starts) and,
+     on `train.resume=true`, that it is the one <sweep dir>/tuning.json recorded; a sweep dir that already holds
+     a tuned sweep is refused without train.resume=true;
+  1. tuning: every arm x grid point x tune seed, each at `tune_fraction` of the run's budget (tune_spec.horizon_override);
+  2. per arm, the best lr by mean final val/loss (tune_select.py); a best point at the edge of the measured grid
+     adds the next log step beyond it (up to `widen` per side), runs it and looks again; still at the edge: "edge";
+  3. final: every arm with a best lr at that lr x the fresh `seeds`, at the full budget.
+Each phase goes through `launcher.launch(batch, initial_job_idx)`, so any Hydra launcher runs it (basic, joblib,
+submitit). Job numbers are fixed by the plan (tuning first, then each widening round, then the final runs), so a
+resumed sweep maps every job to the dir it had. tuning.json (tuning_record.py) is written before the first run,
+after every phase and round, and at the end.
+
+Stopping: after each launch the sweep's stop state (experiments.run.interrupt, held by the SweepStop callback) is
+read; a stopped sweep starts nothing more (the final phase never starts after a stopped tuning phase) and SweepStop
+prints the resume command. A tuning run left interrupted or running without a stop (a killed worker) also keeps
+the final phase from starting: the best lr would be picked on part of the grid. Failed tuning runs are left out
+of the picking (an arm with no tuning result gets no final runs, and tuning.json and the report say so).
+Resuming (`train.resume=true`, same sweep dir): a job whose dir already holds a result (completed or diverged) is
+not launched again; an interrupted one continues from its checkpoint (the trainer's resume), a missing one starts.
+Not handled: changing the declaration of a sweep in progress (refused: start another sweep dir), two launchers
+writing one sweep dir, SLURM jobs still queued when the launcher returns (they read `not started`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobReturn
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from experiments.run.interrupt import release_sweep, sweep_stopped
+from experiments.rundir.layout import RunDir, RunStatus
+from experiments.sweep.resume import sweep_resume_command
+from experiments.sweep.tune_select import loss_spread, next_point, pick_best, point_losses
+from experiments.sweep.tune_spec import SEED_KEY, TuneError, TuneSpec, horizon_override
+from experiments.sweep.tuning_record import NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun
+
+HAS_RESULT = (RunStatus.COMPLETED, RunStatus.DIVERGED)
+DONE = (*HAS_RESULT, RunStatus.FAILED)  # a tuning run that will not change by waiting (failed: left out)
+
+
+@dataclass
+class Job:
+    idx: int                 # Hydra's job number (the `N_` of its dir)
+    overrides: list[str]
+    run_dir: Path
+    arm: int
+    lr: float
+    seed: int
+
+    def result(self, sweep_dir: Path) -> TuningRun:
+        """This job as tuning.json records it, from its summary.json (status `not started` without one)."""
+        s = RunDir(self.run_dir).read_summary() or {}
+        loss = s.get("final_val_loss")
+        return TuningRun(run_dir=_relative(self.run_dir, sweep_dir), arm=self.arm, lr=self.lr, seed=self.seed,
+                         final_val_loss=loss if isinstance(loss, (int, float)) else None,
+                         status=str(s.get("status") or NOT_STARTED))
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def refuse(sweep_dir: Path, error: Exception) -> None:
+    """One `config error: ...` line, the sweep's stop handlers put back (SweepStop never ends), exit 2."""
+    print(f"config error: {error}", file=sys.stderr, flush=True)
+    release_sweep(str(sweep_dir))
+    raise SystemExit(2)
+
+
+class TunedSweep:
+    """One tuned sweep; `declared` holds hydra.sweeper's keys as plain Python values (the plugin converts them)."""
+
+    def __init__(self, declared: dict[str, Any], config: DictConfig, config_loader: Any, launcher: Any) -> None:
+        self.declared = declared
+        self.config = config
+        self.config_loader = config_loader
+        self.launcher = launcher
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.resume = bool(OmegaConf.select(config, "train.resume", default=False))
+        self.next_idx = 0
+        self.returns: list[Sequence[JobReturn]] = []
+
+    # -- the plan -------------------------------------------------------------------------------------------------
+
+    def plan(self, arguments: list[str]) -> TuningRecord:
+        """Check the declaration and the sweep dir; the record of the sweep to run (TuneError when refused)."""
+        params = self.declared.get("params") or {}
+        lines = [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in params.items()]
+        try:
+            overrides = OverridesParser.create(config_loader=self.config_loader).parse_overrides([*lines, *arguments])
+        except Exception as e:  # noqa: BLE001 - Hydra's grammar refusal, as one line
+            raise TuneError(f"hydra.sweeper.params: {str(e).splitlines()[0]}") from None
+        self.spec = TuneSpec.declared(tune=self.declared.get("tune"), tune_seeds=self.declared.get("tune_seeds"),
+                                      seeds=self.declared.get("seeds"), tune_fraction=self.declared.get("tune_fraction"),
+                                      widen=self.declared.get("widen"))
+        arm_lines, self.fixed = self.spec.split(overrides)
+        arms = [dict(line.split("=", 1) for line in arm) for arm in arm_lines]
+        self.arm_lines = arm_lines
+        self.horizons = [self._horizon(arm) for arm in arm_lines]
+        record = TuningRecord(key=self.spec.key, grid=list(self.spec.grid), tune_seeds=list(self.spec.tune_seeds),
+                              seeds=list(self.spec.seeds), fraction=self.spec.fraction, widen=self.spec.widen,
+                              arms=arms, horizon=[{"key": k, "full": f, "tuning": t} for k, f, t in self.horizons])
+        self._check_sweep_dir(record)
+        return record
+
+    def _horizon(self, arm: list[str]) -> tuple[str, float, float]:
+        try:
+            cfg = self.config_loader.load_sweep_config(self.config, [*arm, *(line for _, line in self.fixed)])
+        except Exception as e:  # noqa: BLE001 - a composition error, as one line naming the arm
+            raise TuneError(f"{','.join(arm) or 'the sweep'}: {str(e).splitlines()[0]}") from None
+        return horizon_override(OmegaConf.to_container(cfg.train, resolve=True), self.spec.fraction)
+
+    def _check_sweep_dir(self, record: TuningRecord) -> None:
+        try:
+            earlier = TuningRecord.read(self.sweep_dir)
+        except TuningRecordError as e:
+            raise TuneError(f"hydra.sweep.dir: {e}; move it away or choose another hydra.sweep.dir") from None
+        if earlier is None:
+            return
+        if not self.resume:
+            raise TuneError(f"hydra.sweep.dir: {self.sweep_dir} already holds a tuned sweep ({TuningRecord.path('')}); "
+                            f"continue it with train.resume=true, or choose another hydra.sweep.dir")
+        mine, theirs = record.declaration(), earlier.declaration()
+        changed = [k for k in mine if mine[k] != theirs[k]]
+        if changed:
+            k = changed[0]
+            raise TuneError(f"train.resume=true: {TuningRecord.path(self.sweep_dir)} declared {k} = {theirs[k]}, this "
+                            f"command {mine[k]}; resume with the sweep's own declaration or choose another "
+                            f"hydra.sweep.dir")
+
+    def jobs(self, points: list[tuple[int, float, int]], tuning: bool) -> list[Job]:
+        """Jobs for (arm, lr, seed) points, numbered from self.next_idx; tuning jobs train the tuning horizon."""
+        out = []
+        for arm, lr, seed in points:
+            fixed = dict(self.fixed)
+            if tuning:
+                key, _, short = self.horizons[arm]
+                fixed[key] = f"{key}={short}"
+            overrides = [*self.arm_lines[arm], f"{self.spec.key}={lr!r}", f"{SEED_KEY}={seed}", *fixed.values()]
+            out.append(Job(self.next_idx, overrides, self._job_dir(overrides, self.next_idx), arm, lr, seed))
+            self.next_idx += 1
+        return out
+
+    def _job_dir(self, overrides: list[str], idx: int) -> Path:
+        """The dir Hydra's launchers give job `idx`: hydra.sweep.dir / hydra.sweep.subdir, composed as they do."""
+        cfg = self.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = idx
+            cfg.hydra.job.num = idx
+        return Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(OmegaConf.select(cfg, "hydra.sweep.subdir"))
+
+    # -- launching ------------------------------------------------------------------------------------------------
+
+    def stopped(self) -> str | None:
+        return sweep_stopped(str(self.sweep_dir))
+
+    def launch(self, jobs: list[Job]) -> None:
+        """Launch `jobs` under their own numbers; on resume, a job whose dir holds a result is not launched again
+        (the rest go in runs of consecutive numbers, as launch() numbers a batch from initial_job_idx)."""
+        todo = [j for j in jobs if not (self.resume and _has_result(j.run_dir))]
+        segments: list[list[Job]] = []
+        for j in todo:
+            if segments and segments[-1][-1].idx == j.idx - 1:
+                segments[-1].append(j)
+            else:
+                segments.append([j])
+        for seg in segments:
+            if self.stopped():
+                return
+            self.returns.append(self.launcher.launch([j.overrides for j in seg], initial_job_idx=seg[0].idx))
+
+    # -- the phases -----------------------------------------------------------------------------------------------
+
+    def run(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
+        try:
+            record = self.plan(arguments)
+            seeds_first = [(a, lr, s) for s in self.spec.tune_seeds for a in range(len(record.arms))
+                           for lr in self.spec.grid]
+            tuning = self.jobs(seeds_first, tuning=True)
+        except TuneError as e:
+            refuse(self.sweep_dir, e)
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
+        self._record_runs(record, tuning)
+        self.launch(tuning)
+        widened: list[list[float]] = [[] for _ in record.arms]
+        while True:  # tuning, then widening rounds until no arm's best point is at an edge it may still widen
+            self._record_runs(record, tuning)
+            if not self._ready(record):
+                return self.returns
+            record.results = self._conclude(record, widened)
+            record.write(self.sweep_dir)
+            extra = self._widening(record, widened)
+            if not extra:
+                break
+            self.launch(extra)
+            tuning += extra
+        finals = self.jobs([(a, r.best_lr, s) for s in self.spec.seeds for a, r in enumerate(record.results)
+                            if r.best_lr is not None], tuning=False)
+        record.phase, record.finals = "final", [j.result(self.sweep_dir) for j in finals]
+        record.write(self.sweep_dir)
+        self._say(record)
+        self.launch(finals)
+        record.finals = [j.result(self.sweep_dir) for j in finals]
+        if not self.stopped():
+            record.phase = "done"
+        record.write(self.sweep_dir)
+        return self.returns
+
+    def _record_runs(self, record: TuningRecord, tuning: list[Job]) -> None:
+        record.runs = [j.result(self.sweep_dir) for j in tuning]
+        record.write(self.sweep_dir)
+
+    def _ready(self, record: TuningRecord) -> bool:
+        """True when every tuning run has ended (completed, diverged or failed) and the sweep was not stopped;
+        else one line saying why the final phase does not start (a stop: SweepStop says how to resume)."""
+        if self.stopped():
+            return False
+        waiting = [r for r in record.runs if RunStatus.of(r.status) not in DONE]
+        if waiting:
+            print(f"[archlab] tuning incomplete: {len(waiting)} tuning run(s) did not end ("
+                  f"{', '.join(sorted({r.status for r in waiting}))}); the final phase does not start; resume with: "
+                  f"{sweep_resume_command(self.sweep_dir)}", file=sys.stderr, flush=True)
+            return False
+        return True
+
+    def _arm_runs(self, record: TuningRecord, arm: int) -> list[TuningRun]:
+        return [r for r in record.runs if r.arm == arm]
+
+    def _widening(self, record: TuningRecord, widened: list[list[float]]) -> list[Job]:
+        """The next widening round: for each arm whose best point (record.results) is at an edge with fewer than
+        `widen` points added on that side, one more point beyond it (x every tune seed)."""
+        points = []
+        for arm, res in enumerate(record.results):
+            below = sum(1 for v in widened[arm] if v < self.spec.grid[0])
+            added = below if res.edge == "low" else len(widened[arm]) - below
+            if res.edge is None or added >= self.spec.widen:
+                continue
+            lr = next_point(sorted([*self.spec.grid, *widened[arm]]), res.edge)
+            widened[arm].append(lr)
+            points += [(arm, lr, s) for s in self.spec.tune_seeds]
+        return self.jobs(points, tuning=True)
+
+    def _conclude(self, record: TuningRecord, widened: list[list[float]]) -> list[ArmResult]:
+        out = []
+        for arm in range(len(record.arms)):
+            runs = self._arm_runs(record, arm)
+            losses = point_losses(runs)
+            best, edge = pick_best(losses)
+            note = ""
+            if not losses:
+                note = f"no tuning run completed ({', '.join(sorted({r.status for r in runs}))}): no final runs"
+            elif best is None:
+                note = "every tuning run diverged: no final runs"
+            out.append(ArmResult(best_lr=best, edge=edge, widened=list(widened[arm]), loss_spread=loss_spread(losses),
+                                 note=note))
+        return out
+
+    def _say(self, record: TuningRecord) -> None:
+        """One line per arm: its best lr, interior or at an edge, widened points, the loss spread."""
+        h = record.horizon[0] if record.horizon else {}
+        print(f"[archlab] tuned {record.key} at {record.fraction:g} of {h.get('key', 'the budget')} on seeds "
+              f"{', '.join(map(str, record.tune_seeds))}; final runs on seeds {', '.join(map(str, record.seeds))}:",
+              file=sys.stderr)
+        for arm, res in enumerate(record.results):
+            where = "interior" if res.interior else f"at the {res.edge} edge" if res.best_lr is not None else res.note
+            more = f", widened by {', '.join(f'{v:g}' for v in res.widened)}" if res.widened else ""
+            spread = f", spread {res.loss_spread:.4f}" if res.loss_spread is not None else ""
+            best = f"best {res.best_lr:g} " if res.best_lr is not None else ""
+            print(f"  {record.arm_label(arm)}: {best}({where}{more}{spread})", file=sys.stderr)
+        sys.stderr.flush()
+
+
+def _has_result(run_dir: Path) -> bool:
+    status = RunStatus.of((RunDir(run_dir).read_summary() or {}).get("status"))
+    return status in HAS_RESULT

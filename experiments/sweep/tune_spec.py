@@ -1,0 +1,139 @@
+"""What a tuned sweep declares (`hydra.sweeper.*` of `hydra/sweeper=tuned`), checked before any run starts.
+
+    spec = TuneSpec.declared(tune={"optim.lr": [3e-4, 1e-3, 3e-3, 1e-2]}, tune_seeds=[1000], seeds=[0, 1, 2],
+                             tune_fraction=0.25, widen=2)
+    arms = spec.arms(parsed_overrides)      # [[("model/pos", "model/pos=learned")], ...] plus the fixed overrides
+    horizon_override(train_node, 0.25)      # ("train.steps", 200, 50): the budget key the run uses, scaled
+
+Refused, each as one TuneError line (`hydra.sweeper.<key>: ...`): a tune node that is not one key with a list of
+numbers; fewer than MIN_POINTS points; a point <= 0 or repeated; no tune seeds or no fresh seeds; a seed in both
+lists or twice in one; a tune_fraction outside (0, 1]; a widen that is not an int >= 0; `seed` or the tuned key
+swept or set in `hydra.sweeper.params` or on the command line (the sweeper sets both per run); a sweep that is not a
+list of values (interval()).
+The horizon scales whichever budget the run holds (train.flops > train.tokens > train.steps, as
+experiments/run/budget.py reads them): a tuning run trains `tune_fraction` of it, at least one step or token.
+Not handled: tuning more than one key at a time (a joint grid), or grids that are not lists (log-uniform ranges).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from hydra.core.override_parser.types import Override
+
+from experiments.config.errors import ConfigError
+
+MIN_POINTS = 4
+SEED_KEY = "seed"
+
+
+class TuneError(ConfigError):
+    """A tuned sweep's declaration that cannot run; one line naming the hydra.sweeper key."""
+
+
+def _fmt(values: Sequence[Any]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _number_list(name: str, value: Any, kind: type) -> list:
+    """A list of `kind` (int or float) from the plain YAML/CLI value; TuneError naming `name` otherwise."""
+    if not isinstance(value, (list, tuple)):
+        raise TuneError(f"hydra.sweeper.{name}: must be a list of {kind.__name__}s, got {value!r}")
+    for v in value:
+        ok = isinstance(v, int) if kind is int else isinstance(v, (int, float))
+        if not ok or isinstance(v, bool):
+            raise TuneError(f"hydra.sweeper.{name}: must be a list of {kind.__name__}s, got {v!r} in [{_fmt(value)}]")
+    return [kind(v) for v in value]
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    key: str                 # the tuned key, e.g. optim.lr
+    grid: tuple[float, ...]  # ascending
+    tune_seeds: tuple[int, ...]
+    seeds: tuple[int, ...]
+    fraction: float
+    widen: int
+
+    @classmethod
+    def declared(cls, *, tune: Any, tune_seeds: Any, seeds: Any, tune_fraction: Any, widen: Any) -> TuneSpec:
+        """The checked declaration (module docstring); TuneError for the first thing wrong."""
+        if not isinstance(tune, dict) or len(tune) != 1:
+            n = len(tune) if isinstance(tune, dict) else "no"
+            raise TuneError(f"hydra.sweeper.tune: must name one key and its grid, e.g. {{optim.lr: [3e-4, 1e-3, "
+                            f"3e-3, 1e-2]}}; got {n} keys")
+        (key, values), = tune.items()
+        grid = _number_list(f"tune.{key}", values, float)
+        if len(grid) < MIN_POINTS:
+            raise TuneError(f"hydra.sweeper.tune.{key}: a log grid needs at least {MIN_POINTS} points (so the best "
+                            f"one can be interior), got {len(grid)}: [{_fmt(values)}]")
+        if any(not math.isfinite(v) or v <= 0 for v in grid):
+            raise TuneError(f"hydra.sweeper.tune.{key}: every point must be a number > 0 (a log grid), got "
+                            f"[{_fmt(values)}]")
+        if len(set(grid)) != len(grid):
+            raise TuneError(f"hydra.sweeper.tune.{key}: a point is repeated: [{_fmt(values)}]")
+        tuning, fresh = _number_list("tune_seeds", tune_seeds, int), _number_list("seeds", seeds, int)
+        for name, lst in (("tune_seeds", tuning), ("seeds", fresh)):
+            if not lst:
+                raise TuneError(f"hydra.sweeper.{name}: needs at least one seed")
+            if len(set(lst)) != len(lst):
+                raise TuneError(f"hydra.sweeper.{name}: a seed is repeated: [{_fmt(lst)}]")
+        both = sorted(set(tuning) & set(fresh))
+        if both:
+            raise TuneError(f"hydra.sweeper.seeds: the final runs need fresh seeds, but {_fmt(both)} "
+                            f"{'is' if len(both) == 1 else 'are'} also in tune_seeds")
+        if isinstance(tune_fraction, bool) or not isinstance(tune_fraction, (int, float)) \
+                or not 0 < tune_fraction <= 1:
+            raise TuneError(f"hydra.sweeper.tune_fraction: must be a number in (0, 1] (the share of the run's budget "
+                            f"a tuning run trains), got {tune_fraction!r}")
+        if isinstance(widen, bool) or not isinstance(widen, int) or widen < 0:
+            raise TuneError(f"hydra.sweeper.widen: must be an integer >= 0 (extra points per side), got {widen!r}")
+        return cls(key=str(key), grid=tuple(sorted(grid)), tune_seeds=tuple(tuning), seeds=tuple(fresh),
+                   fraction=float(tune_fraction), widen=int(widen))
+
+    def split(self, overrides: list[Override]) -> tuple[list[list[str]], list[tuple[str, str]]]:
+        """(arms, fixed): arms = the cartesian product of the sweep overrides (each a list of `key=value`, in the
+        order given, as Hydra's basic sweeper builds it), fixed = [(key, `key=value`)] of the other overrides.
+        TuneError when `seed` or the tuned key is among them, or for a sweep that is not a list."""
+        sweeps: OrderedDict[str, list[str]] = OrderedDict()
+        fixed: OrderedDict[str, str] = OrderedDict()
+        for o in overrides:
+            key = o.get_key_element()
+            if key.lstrip("+~") in (SEED_KEY, self.key):
+                what = "hydra.sweeper.tune_seeds and seeds" if key.lstrip("+~") == SEED_KEY else "hydra.sweeper.tune"
+                raise TuneError(f"{key.lstrip('+~')}: set per run by the tuned sweeper (from {what}); remove "
+                                f"{o.input_line or key} from hydra.sweeper.params and the command line")
+            if o.is_sweep_override():
+                fixed.pop(key, None)
+                if not o.is_discrete_sweep():
+                    raise TuneError(f"{key}: the tuned sweeper takes lists of values (a,b,c or range()), not "
+                                    f"{o.input_line or key}")
+                sweeps[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+            else:
+                sweeps.pop(key, None)
+                fixed[key] = f"{key}={o.get_value_element_as_str()}"
+        arms: list[list[str]] = [[]]
+        for values in sweeps.values():
+            arms = [[*arm, v] for arm in arms for v in values]
+        return arms, list(fixed.items())
+
+
+def horizon_override(train: dict[str, Any], fraction: float) -> tuple[str, float, float]:
+    """(key, full, tuning): the budget the run holds (train.flops > train.tokens > train.steps) and `fraction` of
+    it: FLOPs as a float, tokens and steps rounded up to an int >= 1.
+    Example: horizon_override({"flops": None, "tokens": 100000, "steps": 200}, 0.25) -> ("train.tokens", 100000, 25000)"""
+    for name in ("flops", "tokens"):
+        if train.get(name):
+            full = float(train[name]) if name == "flops" else int(train[name])
+            tuning = full * fraction if name == "flops" else _scaled(full, fraction)
+            return f"train.{name}", full, tuning
+    full = int(train["steps"])
+    return "train.steps", full, _scaled(full, fraction)
+
+
+def _scaled(full: int, fraction: float) -> int:
+    """ceil(full * fraction), at least 1, without float noise (400 * 0.1 is 40, not 41)."""
+    return max(1, math.ceil(round(full * fraction, 9)))
