@@ -15,6 +15,8 @@ instead. Modules, one concept each:
     stats.py       the numbers: series, interpolation, mean ± std bands, EMA, per-group / per-run tables, budgets
     significance.py  t-intervals of a difference (paired by seed / Welch), verdict, seeds needed for 80% power
     comparison.py  every group against the baseline group, per metric: comparison.json (scipy, imported on use)
+    tuning.py      a tuned sweep (tuning.json): its final runs only, the tuned/untuned label, the tuning table;
+                   basin.py draws its basin.png (final loss vs lr per arm)
     figures.py     which figures apply and their data;  plots.py  drawing them (matplotlib)
     analysis.py    the Analysis section (--analysis): attention entropy over training, logit lens, per-head entropy
     tables.py      table model + number formatting;  markdown.py  report.md;  html.py  report.html

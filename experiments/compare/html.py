@@ -145,6 +145,14 @@ def _figure(f: dict[str, str], out_dir: Path) -> str:
             f"<figcaption>{_e(f['caption'])} <span class=\"meta\">({_e(f['file'])})</span></figcaption></figure>")
 
 
+def _tuning(section: dict[str, Any], out_dir: Path) -> list[str]:
+    """The learning-rate tuning section of a tuned sweep (compare/tuning.py): text, table, basin.png."""
+    head, rows = section["table"]
+    parts = ["<h2 id=\"tuning\">Learning-rate tuning</h2>", f"<p class=\"meta\">{_e(section['text'])}</p>",
+             _html_table(head, rows, left={0, 2, 3, 5, 6}, table_id="tuning-table")]
+    return parts + ([_figure(section["figure"], out_dir)] if section["figure"] else [])
+
+
 def _analysis(section: dict[str, Any], out_dir: Path) -> list[str]:
     """The Analysis section (analysis.py): its figures, the logit-lens table, its notes."""
     parts = ["<h2 id=\"analysis\">Analysis</h2>", f"<p class=\"meta\">{_e(ANALYSIS_NOTE)}</p>"]
@@ -194,10 +202,12 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
     head, rows = baseline_table(ctx)
     colors = [ctx["groups"][g["index"]]["color"] for m in ctx["comparison"]["metrics"] for g in m["groups"]]
     parts += [f"<h2 id=\"baseline\">Differences vs baseline {_e(ctx['comparison']['baseline']['label'])}</h2>",
-              f"<p class=\"meta\">{_e(BASELINE_NOTE)}</p>",
+              f"<p class=\"meta\"><strong>Protocol: {_e(ctx['protocol'])}.</strong> {_e(BASELINE_NOTE)}</p>",
               _html_table(head, rows, left={0, 1, VERDICT_COL, len(head) - 1}, colors=colors,
                           swatch_col=1, status_col=VERDICT_COL, table_id="baseline-table")]
 
+    if ctx.get("tuning"):
+        parts += _tuning(ctx["tuning"], out_dir)
     parts.append("<h2 id=\"config\">Config differences</h2><p class=\"meta\">Every config key whose value differs "
                  "between runs (seeds and per-run noise aside), per group.</p>")
     if ctx["diff_keys"]:

@@ -48,9 +48,12 @@ def render_markdown(ctx: dict[str, Any]) -> str:
     excluded = excluded_runs(ctx)
     if excluded:
         lines += ["", "## Runs not in the means", ""] + [f"- {_md_cell(excluded_line(r))}" for r in excluded]
-    lines += ["", f"## Differences vs baseline {ctx['comparison']['baseline']['label']}", "", BASELINE_NOTE, ""]
+    lines += ["", f"## Differences vs baseline {ctx['comparison']['baseline']['label']}", "",
+              f"**Protocol: {ctx['protocol']}.** {BASELINE_NOTE}", ""]
     head, rows = baseline_table(ctx)
     lines += _md_table(head, [[c[0] for c in row] for row in rows])
+    if ctx.get("tuning"):
+        lines += _tuning(ctx["tuning"])
     lines += ["", "## Config differences", ""]
     if ctx["diff_keys"]:
         dh, drows = diff_table(ctx)
@@ -70,6 +73,17 @@ def render_markdown(ctx: dict[str, Any]) -> str:
     if ctx.get("analysis") is not None:
         lines += _analysis(ctx["analysis"])
     return "\n".join(lines) + "\n"
+
+
+def _tuning(section: dict[str, Any]) -> list[str]:
+    """The learning-rate tuning section of a tuned sweep (compare/tuning.py): text, table, basin.png."""
+    lines = ["", "## Learning-rate tuning", "", section["text"], ""]
+    head, rows = section["table"]
+    lines += _md_table(head, [[c[0] for c in row] for row in rows])
+    if section["figure"]:
+        f = section["figure"]
+        lines += ["", f"![{f['title']}]({f['file']})", "", f["caption"]]
+    return lines
 
 
 def _analysis(section: dict[str, Any]) -> list[str]:

@@ -4,7 +4,8 @@ report_manifest.json; with analysis=True also the Analysis section's PNGs, analy
 Order: check the arguments and the out dir (outdir.py) before any run is read; load, check and group the runs
 and pick the baseline group; draw the figures (figures.py); compare every group with the baseline
 (comparison.py); write comparison.json, report.md and report.html (markdown.py, html.py), each atomically; then
-the manifest. A sweep whose runs all failed still gets a report that says so (the runs table lists every run with its
+the manifest. A tuned sweep (a dir holding tuning.json) is compared on its final runs only; its tuning section and
+basin.png come from tuning.json (tuning.py, basin.py). A sweep whose runs all failed still gets a report that says so (the runs table lists every run with its
 status and reason); only a metric or x axis that no completed run logged is an error (a typo, most likely).
 Not handled: two builds writing one out dir at the same time.
 """
@@ -21,6 +22,7 @@ from experiments.compare.grouping import Group, check_keys, default_group_keys, 
 from experiments.compare.outdir import COMPARISON, REPORT_FILES, ReportDir
 from experiments.compare.runs import Run, RunsError, check_single_experiment, read_runs
 from experiments.compare.stats import budgets, config_diff, final_value, run_rows, stat_runs, summarize
+from experiments.compare.tuning import BASIN, find_tuned, protocol, split_runs, tuning_table, tuning_text
 from experiments.rundir.layout import RunStatus, atomic_write
 
 X_KEYS = ("tokens", "step", "flops", "time")
@@ -79,7 +81,7 @@ def _names(metric: str, analysis: bool = False) -> list[str]:
     from experiments.compare.analysis import ANALYSIS_FIGURES
     from experiments.compare.figures import figure_names
 
-    return [*REPORT_FILES, *figure_names(metric), *(ANALYSIS_FIGURES if analysis else ())]
+    return [*REPORT_FILES, *figure_names(metric), BASIN, *(ANALYSIS_FIGURES if analysis else ())]
 
 
 def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | os.PathLike | None = None,
@@ -107,6 +109,8 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
     runs = list(runs or []) + (read_runs(run_paths) if run_paths else [])
     if not runs:
         raise RunsError("no runs to compare")
+    tuned = find_tuned(run_paths or [])
+    runs, _ = split_runs(runs, tuned)  # a tuned sweep: its final runs only, never its tuning runs (tuning.py)
     if not allow_mixed:
         check_single_experiment(runs)
     by = list(by) if by else default_group_keys(runs)
@@ -129,7 +133,12 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
             from experiments.compare.analysis import build_analysis
 
             section = build_analysis(out, groups, x)
-        comparison = compare_groups(groups, by, metric, base)
+        tuning = None
+        if tuned:
+            from experiments.compare.basin import draw_basin  # matplotlib: imported when a report is built
+
+            tuning = {"text": tuning_text(tuned), "table": tuning_table(tuned), "figure": draw_basin(out, tuned)}
+        comparison = {**compare_groups(groups, by, metric, base), "protocol": protocol(runs, tuned)}
         keys, cells, noise = config_diff(runs, groups)
         status_counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
         ctx = {
@@ -142,7 +151,7 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
             "root": str(root) if root else "",
             "diff_keys": keys, "diff_cells": cells, "diff_groups": [g.label for g in groups], "noise_keys": noise,
             "figures": figures, "notes": notes, "out": out, "comparison": comparison, "budget": budgets(groups),
-            "analysis": section,
+            "analysis": section, "protocol": comparison["protocol"], "tuning": tuning,
         }
         text = comparison_json(comparison)
         atomic_write(out / COMPARISON, lambda f: f.write(text), binary=False)
@@ -151,5 +160,6 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
         page = render_html(ctx, out)
         atomic_write(out / "report.html", lambda f: f.write(page), binary=False)
         report_dir.finish([*REPORT_FILES, *(f["file"] for f in figures),
-                           *(f["file"] for f in (section or {}).get("figures", []))])
+                           *(f["file"] for f in (section or {}).get("figures", [])),
+                           *([tuning["figure"]["file"]] if tuning and tuning["figure"] else [])])
     return out / "report.html"

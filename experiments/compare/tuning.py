@@ -1,0 +1,155 @@
+"""A tuned sweep in the report (experiments/sweep/tune.py): which runs are compared, how the comparison is labelled,
+and the tuning section's table and basin data.
+
+    tuned = find_tuned(["multirun/tuned_pos/2026-01-01_00-00-00"])   # the tuning.json records at / above the paths
+    runs, tuning_runs = split_runs(runs, tuned)                     # the final runs; the tuning runs set aside
+    protocol(runs, tuned)           # "tuned: each arm at its own best lr, fresh seeds" | "untuned (one shared lr)"
+    tuning_table(tuned), basin_data(tuned)
+
+When a path given to the report is a sweep dir holding tuning.json (or a run dir inside one), the comparison
+(groups, differences with their intervals, --by) uses that sweep's FINAL runs only: its tuning runs never enter a
+mean or an interval (their seeds are not the fresh seeds), and are shown in the tuning section instead: each arm's
+best lr, whether it is interior or still at an edge of the grid (after widening), the points widened, the loss
+spread over the grid, and basin.png (final val loss vs lr per arm, from tuning.json). A comparison without a record
+is labelled untuned: "one shared lr" when every run has the same optim.lr, else "lr set per run, not tuned".
+Not handled: records of other tuned keys drawn against lr (the figure's x axis is the tuned key, whatever it is).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from experiments.compare.runs import Run, RunsError
+from experiments.compare.tables import Table, fmt
+from experiments.rundir.layout import RunStatus
+from experiments.sweep.tune_select import point_losses, run_loss
+from experiments.sweep.tuning_record import TuningRecord, TuningRecordError
+
+TUNED = "tuned: each arm at its own best lr, fresh seeds"
+UNTUNED = "untuned (one shared lr)"
+UNTUNED_BY_HAND = "untuned (lr set per run, not tuned)"
+BASIN = "basin.png"
+LR_KEY = "optim.lr"
+
+
+@dataclass
+class Tuned:
+    """One tuned sweep the report reads: its dir and its record."""
+
+    sweep_dir: Path
+    record: TuningRecord
+
+    def paths(self, runs: Iterable[Any]) -> set[Path]:
+        return {(self.sweep_dir / r.run_dir).resolve() for r in runs}
+
+    def arm_labels(self, several: bool) -> list[str]:
+        """The arms' labels, prefixed with the sweep dir's name when the report holds several tuned sweeps."""
+        prefix = f"{self.sweep_dir.name}: " if several else ""
+        return [prefix + self.record.arm_label(i) for i in range(len(self.record.arms))]
+
+
+def find_tuned(paths: Iterable[str | os.PathLike]) -> list[Tuned]:
+    """The tuned sweeps among `paths`: a dir holding tuning.json, or the sweep dir above a run dir given directly
+    (globs are matched run by run in split_runs). RunsError (one line) for a record that cannot be read."""
+    found: dict[Path, Tuned] = {}
+    for raw in paths:
+        p = Path(raw)
+        for d in (p, p.parent):
+            if d in found or any(c in str(d) for c in "*?[") or not TuningRecord.path(d).is_file():
+                continue
+            try:
+                record = TuningRecord.read(d)
+            except TuningRecordError as e:
+                raise RunsError(str(e)) from None
+            if record is not None:
+                found[d.resolve()] = Tuned(d.resolve(), record)
+            break
+    return list(found.values())
+
+
+def split_runs(runs: list[Run], tuned: list[Tuned]) -> tuple[list[Run], list[Run]]:
+    """(reported, tuning): the runs that enter the comparison, and the tuning runs of `tuned` set aside. RunsError
+    when a tuned sweep leaves nothing to compare (its final phase has not run yet)."""
+    if not tuned:
+        return runs, []
+    tuning_dirs = set().union(*(t.paths(t.record.runs) for t in tuned))
+    reported = [r for r in runs if r.path is None or r.path.resolve() not in tuning_dirs]
+    set_aside = [r for r in runs if r not in reported]
+    if not reported:
+        t = tuned[0]
+        raise RunsError(f"tuned sweep {t.sweep_dir}: no final run yet (phase {t.record.phase}); the tuning runs "
+                        f"alone are not compared: resume the sweep (train.resume=true) to run its final runs")
+    return reported, set_aside
+
+
+def protocol(runs: list[Run], tuned: list[Tuned]) -> str:
+    """The label shown where the differences are: tuned (a record), else untuned with one or several lrs."""
+    if tuned:
+        return TUNED
+    lrs = {r.flat.get(LR_KEY) for r in runs if r.flat}
+    return UNTUNED if len(lrs) <= 1 else UNTUNED_BY_HAND
+
+
+def _optimum(res: Any) -> str:
+    if res.best_lr is None:
+        return "none"
+    return "interior" if res.edge is None else f"edge ({res.edge})"
+
+
+def tuning_table(tuned: list[Tuned]) -> Table:
+    """One row per arm: best lr, interior or edge, widened points, loss spread over the grid, tuning runs."""
+    head = ["arm", "best lr", "optimum", "widened", "loss spread over the grid", "tuning runs", "note"]
+    rows = []
+    for t in tuned:
+        rec = t.record
+        for arm, label in enumerate(t.arm_labels(len(tuned) > 1)):
+            res = rec.results[arm] if arm < len(rec.results) else None
+            runs = [r for r in rec.runs if r.arm == arm]
+            counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
+            count_text = ", ".join(f"{n} {s}" for s, n in counts.items())
+            if res is None:
+                rows.append([(label, label), ("—", None), ("not concluded", ""), ("—", ""), ("—", None),
+                             (count_text, len(runs)), (f"tuning phase not finished ({rec.phase})", "")])
+                continue
+            widened = ", ".join(f"{v:g}" for v in res.widened) or "—"
+            rows.append([(label, label), (f"{res.best_lr:g}" if res.best_lr is not None else "—", res.best_lr),
+                         (_optimum(res), _optimum(res)), (widened, widened), (fmt(res.loss_spread), res.loss_spread),
+                         (count_text, len(runs)), (res.note, res.note)])
+    return head, rows
+
+
+def tuning_text(tuned: list[Tuned]) -> str:
+    """The sentence above the tuning table: grid, seeds, horizon (and why the horizon matters)."""
+    parts = []
+    for t in tuned:
+        rec = t.record
+        horizon = rec.horizon[0] if rec.horizon else {}
+        parts.append(f"{rec.key} over [{', '.join(f'{v:g}' for v in rec.grid)}] on tuning seed(s) "
+                     f"{', '.join(map(str, rec.tune_seeds))} at {rec.fraction:g} of {horizon.get('key', 'the budget')} "
+                     f"({horizon.get('tuning', '?')} of {horizon.get('full', '?')}); the comparison above uses the "
+                     f"final runs only, each arm at its best lr on fresh seeds {', '.join(map(str, rec.seeds))}.")
+    return (" ".join(parts) + " The best lr depends on the tuning horizon: at the full budget it may be lower. "
+            "Best = lowest mean final val/loss over the tuning seeds; diverged = +inf; failed runs left out.")
+
+
+def basin_data(tuned: list[Tuned]) -> list[dict[str, Any]]:
+    """Per arm: [{label, index, key, points: [(lr, mean loss)], seeds: [(lr, loss)], diverged: [lr], best: lr |
+    None, edge, grid: (lo, hi) of the declared grid}], from the records' tuning runs (final val loss, status)."""
+    out = []
+    for t in tuned:
+        rec = t.record
+        for arm, label in enumerate(t.arm_labels(len(tuned) > 1)):
+            runs = [r for r in rec.runs if r.arm == arm]
+            means = point_losses(runs)
+            res = rec.results[arm] if arm < len(rec.results) else None
+            out.append({"label": label, "index": len(out), "key": rec.key,
+                        "points": [(lr, v) for lr, v in means.items() if math.isfinite(v)],
+                        "seeds": [(r.lr, run_loss(r)) for r in runs if run_loss(r) not in (None, math.inf)],
+                        "diverged": sorted({r.lr for r in runs if r.status == RunStatus.DIVERGED or run_loss(r) == math.inf}),
+                        "best": res.best_lr if res else None, "edge": res.edge if res else None,
+                        "grid": (min(rec.grid), max(rec.grid))})
+    return out
