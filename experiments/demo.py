@@ -25,8 +25,15 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from experiments.compare import build_report
+from experiments.config.check import to_plain, validate
 from experiments.config.compose import compose_config
+from experiments.config.errors import ConfigError
+from experiments.data.cache import get_token_data, get_tokenizer
+from experiments.data.corpus import load_corpus
 from experiments.rundir.layout import RunStatus, RunSummary
+from experiments.run.train import train
+from tokenizer.progress import progress_bar
 
 QUICK = {"pos": "learned,rope", "seeds": "0", "tokens": 50_000, "extra": ["train.eval_interval=20", "train.eval_batches=5",
                                                             "train.extrap_max_tokens=4096"]}
@@ -41,17 +48,11 @@ def sweep_defaults() -> tuple[str, str]:
 
 def _run_one(overrides: list[str]) -> dict[str, Any]:
     """One sweep point in a worker process (top level so the spawn pool can pickle it)."""
-    from experiments.run.train import train
-
     return train(compose_config(overrides))
 
 
 def tokenizer_stats(cache_dir: str, vocab_size: int) -> dict[str, Any]:
     """Train (or fetch from the cache) the demo's tokenizer on the embedded corpus and measure it."""
-    from experiments.config.check import to_plain
-    from experiments.data.corpus import load_corpus
-    from experiments.data.cache import get_token_data, get_tokenizer
-
     c = to_plain(compose_config(["experiment=demo", f"data.cache_dir='{cache_dir}'", f"tokenizer.vocab_size={vocab_size}"]))
     t0 = time.perf_counter()
     corpus = load_corpus(c["data"])
@@ -91,8 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.cache_dir = str(Path(args.cache_dir).expanduser())  # Hydra's override grammar has no `~`
 
-    from experiments.config.check import validate
-    from experiments.config.errors import ConfigError
 
     pos_default, seeds_default = (QUICK["pos"], QUICK["seeds"]) if args.quick else sweep_defaults()
     pos = (args.pos or pos_default).split(",")
@@ -136,7 +135,6 @@ def main(argv: list[str] | None = None) -> int:
         print("  one seed per encoding: the report's differences have no confidence interval (n=1); "
               "--seeds 0,1,2 gives each one", flush=True)
 
-    from tokenizer.progress import progress_bar
 
     summaries: dict[str, dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
@@ -156,8 +154,6 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nruns: {out}/  ({time.perf_counter() - t0:.0f}s in all)")
     try:
-        from experiments.compare import build_report
-
         report = build_report([str(d) for d in run_dirs if (d / "summary.json").exists()], out / "report", by=["model.pos.kind"])
         print(f"report: {report}")
     except Exception as e:  # the runs are still there; say how to build the report by hand

@@ -34,8 +34,17 @@ from pathlib import Path
 
 from tokenizer.cli_args import (OneLineParser, fail, non_empty, non_negative_int, positive_int, quiet_stdout,
                                 write_stream)
+from tokenizer.corpus import EMBEDDED_NAME, embedded_text
+from tokenizer.datasets_source import check_dataset, load_texts
 from tokenizer.outputs import atomic_output, check_inside_not_input, check_new, check_not_input, writing
+from tokenizer.pretoken_counts import replaced_count
+from tokenizer.pretokenize import resolve_pattern
 from tokenizer.serialize import FILE_NAME as TRAIN_OUTPUT
+from tokenizer.serialize import resolve_path
+from tokenizer.stream import encode_chunks, encode_to_token_file, iter_binary_text, iter_file_text
+from tokenizer.tokenfile import read_tokens, sidecar_path
+from tokenizer.tokenizer import Tokenizer
+from tokenizer.train import train_bpe, train_bpe_from_iterator
 
 PROG = "bpe"
 
@@ -146,8 +155,6 @@ def expand_inputs(inputs: Sequence[str]) -> list[Path]:
 
 
 def load_tokenizer(path: str):
-    from tokenizer.tokenizer import Tokenizer
-
     p = Path(path)
     if not p.exists():
         raise CliError(f"no such tokenizer: {path}")
@@ -158,8 +165,6 @@ def load_tokenizer(path: str):
 
 def tokenizer_file(path: str) -> Path:
     """The tokenizer.json a --tokenizer argument names (a dir means the file inside it)."""
-    from tokenizer.serialize import resolve_path
-
     return resolve_path(path)
 
 
@@ -184,10 +189,6 @@ def _bytes_per_token(tok, text: str) -> float:
 
 # ---------------------------------------------------------------------- train
 def cmd_train(args: argparse.Namespace) -> int:
-    from tokenizer.datasets_source import check_dataset, load_texts
-    from tokenizer.pretokenize import resolve_pattern
-    from tokenizer.train import train_bpe, train_bpe_from_iterator
-
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {out} exists and is not a directory")
@@ -281,9 +282,6 @@ def _save_tokenizer(out: Path, tok) -> Path:
 
 # ---------------------------------------------------------------------- encode / decode
 def cmd_encode(args: argparse.Namespace) -> int:
-    from tokenizer.stream import encode_chunks, encode_to_token_file, iter_binary_text, iter_file_text, replaced_count
-    from tokenizer.tokenfile import sidecar_path
-
     tok = load_tokenizer(args.tokenizer)
     src = _input_file(args.file)
     specials = {"allowed_special": (), "disallowed_special": ()} if args.ordinary else {"allowed_special": "all", "disallowed_special": ()}
@@ -313,8 +311,6 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from tokenizer.tokenfile import read_tokens, sidecar_path
-
     tok = load_tokenizer(args.tokenizer)
     src = _input_file(args.file)
     out = sys.stdout.buffer  # exact bytes, written as is (no lossy re-encoding)
@@ -344,8 +340,6 @@ def cmd_info(args: argparse.Namespace) -> int:
         sample = sample_path.read_bytes()[: 4 << 20].decode("utf-8", errors="replace")
         sample_name = str(sample_path)
     else:
-        from tokenizer.corpus import EMBEDDED_NAME, embedded_text
-
         sample, sample_name = embedded_text()[: 1 << 20], f"embedded corpus ({EMBEDDED_NAME})"
     specials = ", ".join(f"{s!r}={i}" for s, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])) or "none"
     say(f"tokenizer   {args.tokenizer}")

@@ -9,14 +9,14 @@ every run of the same Python version (it differs slightly between Python version
 
 from __future__ import annotations
 
+from pydoc_data.topics import topics
+
 EMBEDDED_NAME = "pydoc-topics"
 DOC_SEPARATOR = "<|endoftext|>"
 
 
 def embedded_documents() -> list[str]:
     """The documents of the embedded corpus, one string each, in a fixed order."""
-    from pydoc_data.topics import topics
-
     return [topics[key] for key in sorted(topics)]
 
 

@@ -26,6 +26,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 _OFFLINE_VALUES = ("1", "true", "yes", "on")
 DATA_FILE_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -42,8 +43,6 @@ def offline() -> bool:
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """A TCP connect to the Hugging Face hub within `timeout` seconds (HF_ENDPOINT respected)."""
-    from urllib.parse import urlparse
-
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     try:
         with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):

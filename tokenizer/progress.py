@@ -108,7 +108,7 @@ def progress_bar(show: bool, *, stream: TextIO | None = None, **kwargs: Any):
         return NoBar()
     stream = stream or sys.stderr
     if getattr(stream, "isatty", lambda: False)():
-        from tqdm import tqdm
+        from tqdm import tqdm  # on a terminal only: tokenizer/ itself needs no more than regex
 
         return tqdm(file=stream, **kwargs)
     keep = {k: kwargs[k] for k in ("total", "desc", "unit", "initial", "interval") if k in kwargs}

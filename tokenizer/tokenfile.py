@@ -195,7 +195,7 @@ def read_tokens(path: str | os.PathLike, *, expect_fingerprint: str | None = Non
                 vocab_size: int | None = None):
     """(read-only np.memmap of the ids, sidecar dict), validated; see the module docstring. With `vocab_size`,
     every id is also checked against it (`check_ids`: one pass over the file). Needs numpy."""
-    import numpy as np
+    import numpy as np  # reading only: tokenizer/ itself needs no more than regex
 
     meta = read_sidecar(path)
     if expect_fingerprint is not None:

@@ -17,8 +17,6 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
-
 from tokenizer.progress import progress_bar
 from tokenizer.merge import learn_merges
 from tokenizer.pretoken_counts import (
@@ -30,9 +28,7 @@ from tokenizer.pretoken_counts import (
     to_byte_counts,
 )
 from tokenizer.pretokenize import resolve_pattern
-
-if TYPE_CHECKING:
-    from tokenizer.tokenizer import Tokenizer
+from tokenizer.tokenizer import Tokenizer
 
 PathLike = str | os.PathLike
 
@@ -162,8 +158,6 @@ def _drain(d: dict[bytes, int]) -> Iterator[tuple[bytes, int]]:
 
 
 def _tokenizer(merges: list[tuple[bytes, bytes]], specials: list[str], pattern: str) -> Tokenizer:
-    from tokenizer.tokenizer import Tokenizer
-
     return Tokenizer(merges, special_tokens=specials, pattern=pattern)
 
 

@@ -82,7 +82,7 @@ def entropy_data(groups: list[Group], x: str) -> list[dict[str, Any]]:
 def _val_text(data_cfg: dict[str, Any], cache: dict[str, tuple[list[str], str]]) -> tuple[list[str], str]:
     """(validation documents, what they are) for a run's data config; the embedded corpus's when it cannot be
     reloaded. Memoised per data config in `cache` (runs of a sweep share one)."""
-    from experiments.data.corpus import TOKEN_SOURCE, load_corpus
+    from experiments.data.corpus import TOKEN_SOURCE, load_corpus  # torch: imported by --analysis only
 
     key = json.dumps(data_cfg, sort_keys=True, default=str)
     if key not in cache:
@@ -121,7 +121,7 @@ def analysis_batch(docs: list[str], tok: Any, n_ctx: int, windows: int) -> np.nd
 def inspect_model(model: Any, windows: np.ndarray) -> dict[str, Any]:
     """Logit lens and per-head attention entropy of `model` (an arch Transformer) on windows (W, n_ctx + 1):
     {logp: [L + 1] mean log p(next token), top1: [L + 1] accuracy, head_entropy: [L][H] nats}."""
-    import torch
+    import torch  # imported by --analysis only: html.py / markdown.py import this module for every report
 
     from experiments.run.eval_lm import attention_entropy
 
@@ -155,7 +155,7 @@ def inspect_model(model: Any, windows: np.ndarray) -> dict[str, Any]:
 
 def inspect_run(run: Run, windows: int, texts: dict[str, tuple[list[str], str]]) -> dict[str, Any] | str:
     """inspect_model on the run's best checkpoint and batch, plus {source, n_windows}; a string says why not."""
-    from arch import Transformer
+    from arch import Transformer  # torch: imported by --analysis only
     from experiments.use.load import load_run
 
     if run.path is None:

@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
 from experiments.rundir.layout import atomic_write  # noqa: E402
 
@@ -364,7 +365,6 @@ def plot_head_entropy(path: Path, groups: list[dict[str, Any]], title: str) -> P
         ax.set_title(g["label"], color=g["color"], fontsize=11)
         ax.grid(False)
     if image is not None:  # one scale for every panel: one colour bar, beside the last panel
-        from mpl_toolkits.axes_grid1 import make_axes_locatable
 
         cax = make_axes_locatable(axes[-1]).append_axes("right", size="5%", pad=0.08)
         fig.colorbar(image, cax=cax, label="entropy (nats)")

@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
-from experiments.data.corpus import Corpus
 from experiments.config.data_schema import DataConfig, TokensData, data_config
 from experiments.config.errors import ConfigError
+from experiments.data import corpus as data_lib  # via the module: tests patch data_lib.load_corpus
+from experiments.data.corpus import Corpus
 from tokenizer import Tokenizer, train_bpe_from_iterator
 from tokenizer.outputs import atomic_directory, atomic_output
 from tokenizer.tokenfile import TokenFileError, check_fingerprint, read_sidecar, read_tokens, write_tokens
@@ -284,10 +285,8 @@ def token_file_data(cfg: TokensData | dict[str, Any], tok) -> TokenData:
     cut = round(count * (1 - val_fraction)). The held-out ids' n_bytes is computed exactly by decoding them once
     (a proportional share of the file's n_bytes would not be exact); so is a val file's when its sidecar lacks it.
     """
-    from experiments.data.corpus import token_file_paths
-
     cfg = data_config(cfg, TokensData)
-    paths = token_file_paths(cfg)
+    paths = data_lib.token_file_paths(cfg)
     train, train_meta = _read_token_file(paths["train"], tok, "data.train_path")
     if "val" in paths:
         val, val_meta = _read_token_file(paths["val"], tok, "data.val_path")
@@ -325,8 +324,6 @@ class PreparedData:
 def prepare_data(data_cfg: DataConfig | dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str | os.PathLike, *,
                  progress: bool = False) -> PreparedData:
     """The data step of a run: read the corpus, get its tokenizer (trained once, cached) and its token arrays."""
-    from experiments.data import corpus as data_lib  # via the module: tests patch data_lib.load_corpus
-
     data_cfg = data_config(data_cfg)
     if data_cfg.source == data_lib.TOKEN_SOURCE:
         if tokenizer_cfg.get("mode") != "load":

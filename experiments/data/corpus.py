@@ -31,6 +31,9 @@ import torch
 
 from experiments.config.data_schema import DataConfig, HFData, TextData, TokensData, data_config
 from experiments.config.errors import ConfigError
+from tokenizer.corpus import EMBEDDED_NAME, embedded_documents
+from tokenizer.datasets_source import DatasetError, check_dataset, load_texts
+from tokenizer.tokenfile import TokenFileError, read_sidecar
 
 SPLITS = ("documents", "stream")
 
@@ -105,8 +108,6 @@ def split_documents(docs: list[str], val_fraction: float, split_by: str) -> tupl
 
 
 def _embedded(cfg: DataConfig) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
-    from tokenizer.corpus import EMBEDDED_NAME, embedded_documents
-
     return EMBEDDED_NAME, embedded_documents(), None, {"source": "embedded", "name": EMBEDDED_NAME}
 
 
@@ -143,8 +144,6 @@ def _dataset_error(cfg: HFData, e: Exception) -> ConfigError:
 
 def check_hf_source(cfg: HFData | dict[str, Any]) -> None:
     """Fail fast (seconds, no rows read): a local path must be a dataset; a hub name needs a reachable hub."""
-    from tokenizer.datasets_source import DatasetError, check_dataset
-
     cfg = data_config(cfg, HFData)
     try:
         check_dataset(cfg.name, cfg.split)
@@ -153,8 +152,6 @@ def check_hf_source(cfg: HFData | dict[str, Any]) -> None:
 
 
 def _hf(cfg: HFData) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
-    from tokenizer.datasets_source import DatasetError, load_texts
-
     check_hf_source(cfg)
 
     def take(split: str, limit: int | None) -> list[str]:
@@ -190,8 +187,6 @@ def token_file_paths(cfg: TokensData | dict[str, Any]) -> dict[str, Path]:
 def check_token_files(cfg: TokensData | dict[str, Any]) -> dict[str, dict[str, Any]]:
     """`data=tokens` fast checks (sidecars only, no ids read): the files exist, their sidecars are valid and
     name one tokenizer. Returns {split: sidecar}; ConfigError with one line otherwise."""
-    from tokenizer.tokenfile import TokenFileError, read_sidecar
-
     cfg = data_config(cfg, TokensData)
     if not cfg.train_path:
         raise ConfigError("data.train_path: is required for data=tokens; pass data.train_path=train.bin (from 'bpe encode')")

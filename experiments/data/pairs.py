@@ -30,7 +30,10 @@ import torch
 
 from experiments.config.data_schema import DataConfig, Seq2SeqPairsData, data_config
 from experiments.config.errors import ConfigError
-from experiments.data.seq2seq_tasks import PairSplit, make_split
+from experiments.data.cache import get_tokenizer
+from experiments.data.corpus import Corpus
+from experiments.data.seq2seq_tasks import TASKS, PairSplit, _lengths, make_split
+from tokenizer.datasets_source import DatasetError, check_dataset, load_rows
 
 PAD, BOS, EOS = "<|pad|>", "<|bos|>", "<|eos|>"
 SPECIALS = (PAD, BOS, EOS)
@@ -62,8 +65,6 @@ def _read_tsv(path: Path) -> list[tuple[str, str]]:
 
 
 def _read_columns(name: str, cfg: Seq2SeqPairsData) -> list[tuple[str, str]]:
-    from tokenizer.datasets_source import DatasetError, load_rows
-
     try:
         rows = load_rows(name, columns=(cfg.src_column, cfg.tgt_column), split=cfg.split, limit=cfg.max_pairs,
                          config=cfg.config_name)
@@ -77,8 +78,6 @@ SOURCES = ("seq2seq_synthetic", "seq2seq_pairs")
 
 def check_source(cfg: DataConfig | dict[str, Any]) -> None:
     """Cheap checks of a seq2seq data config before anything is generated or read (one-line ConfigError)."""
-    from experiments.data.seq2seq_tasks import TASKS, _lengths
-
     cfg = data_config(cfg)
     source = cfg.source
     if source not in SOURCES:
@@ -100,8 +99,6 @@ def check_source(cfg: DataConfig | dict[str, Any]) -> None:
     if path.suffix == ".tsv" and not path.is_file():
         raise ConfigError(f"data.path: {raw} does not exist")
     if path.suffix != ".tsv":
-        from tokenizer.datasets_source import DatasetError, check_dataset
-
         try:
             check_dataset(str(path) if path.exists() else raw, cfg.split)
         except DatasetError as e:
@@ -215,9 +212,6 @@ class PreparedPairs:
 def prepare_pairs(data_cfg: DataConfig | dict[str, Any], tokenizer_cfg: dict[str, Any], cache_dir: str, *,
                   progress: bool = False) -> PreparedPairs:
     """Pairs -> tokenizer (trained on the training sources and targets, cached by content; or loaded) -> ids."""
-    from experiments.data.corpus import Corpus
-    from experiments.data.cache import get_tokenizer
-
     data_cfg = data_config(data_cfg)
     split = load_pairs(data_cfg)
     corpus = Corpus(name=split.name, train_docs=[s for s, _ in split.train] + [t for _, t in split.train],

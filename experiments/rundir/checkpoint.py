@@ -33,6 +33,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from experiments.config.errors import ConfigError
 from tokenizer.outputs import atomic_directory, atomic_write
@@ -106,13 +109,11 @@ def unique_tensors(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
 
 def save_weights(path: str | os.PathLike, model: torch.nn.Module, model_config: dict[str, Any], **meta: Any) -> None:
     """The model's weights as safetensors, atomically; metadata: format, model_config (JSON) and `meta` (as strings)."""
-    from safetensors.torch import save
-
     tensors = {k: v.cpu() for k, v in unique_tensors(model.state_dict()).items()}
     metadata = {"format": WEIGHTS_FORMAT, "model_config": json.dumps(model_config),
                 **{k: json.dumps(v) for k, v in meta.items()}}
     try:
-        atomic_write(path, lambda f: f.write(save(tensors, metadata=metadata)), binary=True)
+        atomic_write(path, lambda f: f.write(safetensors_bytes(tensors, metadata=metadata)), binary=True)
     except Exception as e:  # noqa: BLE001 - only a failed write is turned into one line
         if (reason := _write_failure(e)) is None:
             raise
@@ -121,8 +122,6 @@ def save_weights(path: str | os.PathLike, model: torch.nn.Module, model_config: 
 
 def read_weights_meta(path: str | os.PathLike) -> dict[str, Any]:
     """The metadata of a weights file, values decoded from JSON (`model_config` a dict, `step` an int, ...)."""
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             raw = f.metadata() or {}
@@ -136,8 +135,6 @@ def read_weights_meta(path: str | os.PathLike) -> dict[str, Any]:
 def load_weights(model: torch.nn.Module, path: str | os.PathLike, device: str | torch.device = "cpu") -> None:
     """Load a weights file into `model` (built from its metadata's model_config); names must match exactly, up to
     tied aliases stored once."""
-    from safetensors.torch import load_file
-
     path = Path(path)
     try:
         tensors = load_file(str(path), device=str(device))

@@ -36,6 +36,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tokenizer.outputs import atomic_write  # the repo's one atomic file write (tokenizer/ cannot import us)
 
 CONFIG = "config.yaml"
@@ -274,8 +276,6 @@ class RunDir:
         """config.yaml as a plain dict, else .hydra/config.yaml (interpolations resolved where possible), else None.
 
         Raises RunDirError for a file that is not YAML."""
-        import yaml
-
         for candidate in (self.config_path, self.hydra_config_path):
             if not candidate.is_file():
                 continue
@@ -285,7 +285,7 @@ class RunDir:
                 raise RunDirError(f"cannot parse {candidate}: {str(e).splitlines()[0]}") from None
             if candidate == self.hydra_config_path:
                 try:
-                    from omegaconf import OmegaConf
+                    from omegaconf import OmegaConf  # only for this fallback: compare / findings stay without it
 
                     data = OmegaConf.to_container(OmegaConf.load(candidate), resolve=True)
                 except Exception:  # noqa: BLE001 - ${hydra:...} outside Hydra: keep the raw values
@@ -296,8 +296,6 @@ class RunDir:
     # -- writers
 
     def write_config(self, config: dict[str, Any]) -> None:
-        import yaml
-
         atomic_write(self.config_path, lambda f: yaml.safe_dump(config, f, sort_keys=False), binary=False)
 
     def write_summary(self, summary: RunSummary) -> None:

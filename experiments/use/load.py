@@ -24,9 +24,11 @@ from typing import Any
 
 import torch
 
+from arch import EncDecConfig, ModelConfig, build_model
 from experiments.run.distributed import unavailable
 from experiments.rundir.checkpoint import WEIGHTS, CheckpointError, Checkpoints, load_weights, read_weights_meta
 from experiments.rundir.layout import RunDir, RunDirError
+from tokenizer import Tokenizer
 
 WHICH = ("best", "last")
 
@@ -94,8 +96,6 @@ def run_tokenizer_file(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = 
 
 
 def load_run_tokenizer(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = None):
-    from tokenizer import Tokenizer
-
     path = run_tokenizer_file(run_dir, cfg)
     try:
         return Tokenizer.load(path)
@@ -105,15 +105,11 @@ def load_run_tokenizer(run_dir: str | os.PathLike, cfg: dict[str, Any] | None = 
 
 def config_from_dict(d: dict[str, Any]):
     """The arch config a weights file describes: an EncDecConfig (encoder-decoder runs) or a ModelConfig."""
-    from arch import EncDecConfig, ModelConfig
-
     return (EncDecConfig if "n_encoder_layers" in d else ModelConfig).from_dict(d)
 
 
 def load_run(run_dir: str | os.PathLike, which: str | int = "best", device: str | torch.device = "cpu"):
     """(model in eval mode on `device`, tokenizer, cfg dict) of a run dir; see the module docstring."""
-    from arch import build_model
-
     check_device(device)
     rd = open_run_dir(run_dir)
     cfg = read_config(rd)

@@ -29,6 +29,7 @@ import sys
 import torch
 
 from arch.generate import generate
+from experiments.data.pairs import special_ids
 from experiments.use.load import RunLoadError, check_device, load_run
 from tokenizer.cli_args import (OneLineParser, UsageError, fail, float_in, int_in, non_empty, non_negative_float,
                                 positive_int, quiet_stdout, read_text_file, write_stream)
@@ -93,7 +94,6 @@ def sample(a: argparse.Namespace, out=None) -> list[str]:
                            "--src is for encoder-decoder (task=seq2seq) runs; this one continues a --prompt")
     kwargs: dict = {}
     if seq2seq:  # the decoder starts from <|bos|> (+ the prompt, if any) and ends at <|eos|>
-        from experiments.data.pairs import special_ids
 
         _, bos, eot = special_ids(tok)
         src = tok.encode(a.src, allowed_special=set(), disallowed_special=()) + [eot]

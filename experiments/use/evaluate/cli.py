@@ -29,7 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from experiments.config.check import to_plain
+from experiments.config.compose import compose_config
 from experiments.config.errors import ConfigError
+from experiments.data.cache import prepare_data
+from experiments.data.corpus import expand_paths
+from experiments.data.pairs import prepare_pairs
+from experiments.run.eval_lm import evaluate_model, length_extrapolation
+from experiments.run.eval_seq2seq import evaluate_seq2seq
 from experiments.use.load import RunLoadError, check_device, load_run, run_tokenizer_file
 from tokenizer.cli_args import OneLineParser, UsageError, fail, non_empty, positive_int, read_text_file
 
@@ -55,8 +62,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _read_texts(patterns: list[str]) -> str:
-    from experiments.data.corpus import expand_paths
-
     try:
         paths = expand_paths(patterns)
     except ConfigError as e:
@@ -83,9 +88,6 @@ def _check_overrides(overrides: list[str]) -> None:
 def _data_config(overrides: list[str], cfg: dict[str, Any], task: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """The run's data config, or the one `overrides` compose (after `task`) with the run's cache_dir; a composition
     Hydra refuses (an unknown data option or key) is one EvalError line, Hydra's first."""
-    from experiments.config.check import to_plain
-    from experiments.config.compose import compose_config
-
     if not overrides:
         return dict(cfg["data"])
     try:
@@ -100,7 +102,6 @@ def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok, text: str | None
     if text is not None:
         ids, bpt = _encode(tok, text)
         return ids, bpt, " ".join(args.text)
-    from experiments.data.cache import prepare_data
 
     data_cfg = _data_config(args.overrides, cfg)
     try:  # the run's own tokenizer file, as `tokenizer=load` (data=tokens files must have been encoded with it)
@@ -113,8 +114,6 @@ def _tokens(args: argparse.Namespace, cfg: dict[str, Any], tok, text: str | None
 
 
 def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
-    from experiments.run.eval_lm import evaluate_model, length_extrapolation
-
     check_device(args.device)
     _check_overrides(args.overrides)
     text = _read_texts(args.text) if args.text else None  # before the weights: a bad file is a bad argument
@@ -137,9 +136,6 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate_seq2seq_run(args: argparse.Namespace, model, cfg: dict[str, Any]) -> dict[str, Any]:
     """An encoder-decoder run: loss, token accuracy and exact match (overall and per length) on the test split of
     its data config (or of `data...` overrides), with the run's own tokenizer."""
-    from experiments.data.pairs import prepare_pairs
-    from experiments.run.eval_seq2seq import evaluate_seq2seq
-
     if args.text:
         raise EvalError("--text scores a language model; an encoder-decoder run is scored on pairs (data=... overrides)")
     data_cfg = _data_config(args.overrides, cfg, task=["task=seq2seq"])
