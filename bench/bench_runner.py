@@ -89,6 +89,7 @@ def run_model_and_optimizer(run_dir: Path, device: str):
     from omegaconf import OmegaConf
 
     from arch import ModelConfig, build_model
+    from experiments.config.schema import OptimConfig
     from experiments.run.optim import build_optimizer
 
     saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
@@ -98,7 +99,7 @@ def run_model_and_optimizer(run_dir: Path, device: str):
     torch.manual_seed(0)
     model = build_model(ModelConfig.from_dict(model_cfg)).to(dev)
     model.train()
-    opt = build_optimizer(model, saved["optim"], dev)
+    opt = build_optimizer(model, OptimConfig(**saved["optim"]), dev)
     return saved, model, opt, B, T, dev
 
 

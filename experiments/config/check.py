@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.errors import ConfigError
-from experiments.config.model_schema import encdec_config, model_config  # noqa: F401  (experiments.run imports them here)
+from experiments.config.model_schema import encdec_config, model_config
 from experiments.config.rules import omegaconf_error
 from experiments.config.schema import LoadedTokenizer, RunConfig, TrainConfig
 from experiments.data import corpus, pairs
@@ -39,11 +39,6 @@ def to_plain(cfg: DictConfig | dict) -> dict[str, Any]:
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as e:
         raise omegaconf_error(e) from None
-
-
-def task_kind(c: RunConfig | dict[str, Any]) -> str:
-    """`lm` (decoder-only, the default) or `seq2seq` (encoder-decoder), from the `task` group."""
-    return str((c.get("task") or {}).get("kind", "lm"))
 
 
 def check_device(t: TrainConfig) -> None:

@@ -181,20 +181,6 @@ class RunConfig(Checked):
         """Plain nested dicts and lists (what config.yaml holds); RunConfig.from_dict(rc.to_dict()) == rc."""
         return dataclasses.asdict(self)
 
-    # Read-only dict access to to_dict(), for code that still reads the config as a dict (experiments/run while
-    # it moves to attributes): rc["train"]["steps"], rc.get("task"), {**rc}. Values are plain, never nodes.
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.to_dict().get(key, default)
-
-    def keys(self):  # noqa: ANN201 - dict_keys
-        return self.to_dict().keys()
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.to_dict()
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """A RunConfig from plain, resolved dicts (a composed config's to_container, config.yaml). Each group is

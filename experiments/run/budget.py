@@ -1,6 +1,6 @@
 """How long a run trains: what a sweep holds equal across its runs, and the steps that makes for this model.
 
-    budget = Budget.plan(c["train"], flops_per_token=fpt, tokens_per_sequence=T, world_size=2)
+    budget = Budget.plan(rc.train, flops_per_token=fpt, tokens_per_sequence=T, world_size=2)
     budget.total_steps, budget.tokens_per_step, budget.held      # e.g. 245, 4096, "flops"
 
 `train.flops` (total training FLOPs, 6N + attention per token: each shape trains for flops / its own
@@ -14,13 +14,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.config.schema import TrainConfig
 
-def training_budget(tc: dict[str, Any], flops_per_token: float) -> dict[str, Any]:
+
+def training_budget(tc: TrainConfig, flops_per_token: float) -> dict[str, Any]:
     """{"held": "flops" | "tokens" | "steps", "tokens": the token budget, or None when steps are held}."""
-    if tc.get("flops"):
-        return {"held": "flops", "tokens": float(tc["flops"]) / flops_per_token}
-    if tc.get("tokens"):
-        return {"held": "tokens", "tokens": int(tc["tokens"])}
+    if tc.flops:
+        return {"held": "flops", "tokens": tc.flops / flops_per_token}
+    if tc.tokens:
+        return {"held": "tokens", "tokens": tc.tokens}
     return {"held": "steps", "tokens": None}
 
 
@@ -33,10 +35,9 @@ class Budget:
     grad_accum: int          # micro-batches per optimizer step
 
     @classmethod
-    def plan(cls, tc: dict[str, Any], *, flops_per_token: float, tokens_per_sequence: int, world_size: int) -> Budget:
-        accum = int(tc["grad_accum"])
-        tokens_per_step = int(tc["batch_size"]) * tokens_per_sequence * accum * world_size
+    def plan(cls, tc: TrainConfig, *, flops_per_token: float, tokens_per_sequence: int, world_size: int) -> Budget:
+        tokens_per_step = tc.batch_size * tokens_per_sequence * tc.grad_accum * world_size
         budget = training_budget(tc, flops_per_token)
-        steps = math.ceil(budget["tokens"] / tokens_per_step) if budget["tokens"] else int(tc["steps"])
+        steps = math.ceil(budget["tokens"] / tokens_per_step) if budget["tokens"] else tc.steps
         return cls(held=budget["held"], total_steps=steps, tokens_per_step=tokens_per_step,
-                   flops_per_token=flops_per_token, grad_accum=accum)
+                   flops_per_token=flops_per_token, grad_accum=tc.grad_accum)

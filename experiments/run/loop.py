@@ -1,4 +1,4 @@
-"""One training run, step by step: `TrainingRun(c, info, device).run()` -> the summary dict.
+"""One training run, step by step: `TrainingRun(rc, info, device).run()` -> the summary dict (rc: a RunConfig).
 
     run():  open_run_dir -> load_data -> build_model -> restore (train.resume) -> start_tracking -> loop
     loop(): train_step (grad_accum micro-batches, clip, optimizer step) | evaluate | checkpoint | interrupt
@@ -25,8 +25,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import arch  # via the module: tests patch arch.build_model
-from experiments.config.check import task_kind
 from experiments.config.errors import ConfigError
+from experiments.config.schema import RunConfig
 from experiments.data.corpus import rank_seed
 from experiments.run import distributed, schedule  # schedule via the module: tests patch schedule.lr_at
 from experiments.run.budget import Budget
@@ -62,15 +62,16 @@ class LossModule(nn.Module):
 class TrainingRun:
     """One run: the state its steps share is all declared in __init__. Only rank 0 (`is_main`) writes files."""
 
-    def __init__(self, c: dict[str, Any], info: distributed.DistInfo, device: torch.device) -> None:
+    def __init__(self, rc: RunConfig, info: distributed.DistInfo, device: torch.device) -> None:
         # the config and this process
-        self.c, self.info, self.device = c, info, device
-        self.tc, self.seed = c["train"], int(c["seed"])
+        self.rc, self.info, self.device = rc, info, device
+        self.tc, self.seed = rc.train, rc.seed
+        self.config: dict[str, Any] = {}  # what config.yaml holds (the real model shape): set by build_model
         self.is_main = info.is_main
-        self.progress = bool(self.tc["progress"]) and self.is_main
-        self.task: Task = TASKS[task_kind(c)](c, is_main=self.is_main, progress=self.progress)
+        self.progress = self.tc.progress and self.is_main
+        self.task: Task = TASKS[rc.task.kind](rc, is_main=self.is_main, progress=self.progress)
         # the run dir and how the run is named (run_identity, set by start_tracking)
-        self.rd = RunDir(distributed.broadcast_object(str(resolve_run_dir(c))))
+        self.rd = RunDir(distributed.broadcast_object(str(resolve_run_dir(rc))))
         self.run_dir = self.rd.path
         self.fresh = True  # the dir holds no earlier run of ours: a setup failure may write its summary
         self.run_name, self.overrides = self.run_dir.name, []
@@ -80,7 +81,7 @@ class TrainingRun:
         self.model: nn.Module | None = None
         self.loss_module: nn.Module | None = None  # LossModule, compiled / DDP-wrapped as configured
         self.optimizer: torch.optim.Optimizer | None = None
-        self.precision = Precision(device, str(self.tc["dtype"]))
+        self.precision = Precision(device, self.tc.dtype)
         self.budget: Budget | None = None
         self.params = self.non_emb = 0
         # progress: counters (restored on resume), the eval history, throughput since the last log line
@@ -102,7 +103,7 @@ class TrainingRun:
             try:
                 self.load_data()
                 self.build_model()
-                if self.tc["resume"]:
+                if self.tc.resume:
                     self.restore()
                 self.start_tracking()
             except BaseException as e:
@@ -113,45 +114,45 @@ class TrainingRun:
     def open_run_dir(self) -> None:
         tc = self.tc
         try:
-            self.rd.check_can_start(resume=bool(tc["resume"]), overwrite=bool(tc.get("overwrite")))
+            self.rd.check_can_start(resume=tc.resume, overwrite=tc.overwrite)
         except RunDirError as e:
             raise ConfigError(str(e)) from None
-        self.fresh = not (tc["resume"] and self.rd.holds_run())
+        self.fresh = not (tc.resume and self.rd.holds_run())
         distributed.barrier()  # every rank checked before rank 0 removes anything
-        if self.is_main and tc.get("overwrite"):
+        if self.is_main and tc.overwrite:
             removed = self.rd.remove_run_outputs()
             if removed:
                 log.info("train.overwrite=true: removed %s from %s", ", ".join(p.name for p in removed), self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        threads = num_threads(tc.get("num_threads"), self.info.local_world_size)
+        threads = num_threads(tc.num_threads, self.info.local_world_size)
         if threads:
             torch.set_num_threads(threads)
 
     def load_data(self) -> None:
         if self.is_main:  # the first thing a job says, before a tokenizer trains or a corpus is read
-            log.info("run dir %s: preparing data (data=%s, tokenizer=%s)", self.run_dir, self.c["data"].get("source"),
-                     self.c["tokenizer"].get("mode"))
+            log.info("run dir %s: preparing data (data=%s, tokenizer=%s)", self.run_dir, self.rc.data.source,
+                     self.rc.tokenizer.mode)
         self.generator.manual_seed(rank_seed(self.seed, self.info.rank))
         self.task.load(self.generator)
 
     def build_model(self) -> None:
         """The model (vocab_size from the tokenizer, shape solved if model.shape is set), optimizer, budget."""
         self.mcfg = self.task.model_config()
-        resolved_model = {**self.mcfg.to_dict(), "shape": self.c["model"].get("shape")}
-        self.c = {**self.c, "model": resolved_model,
-                  "tokenizer": {**self.c["tokenizer"], "resolved_path": self.task.tokenizer_info["path"]}}
+        plain = self.rc.to_dict()
+        self.config = {**plain, "model": {**self.mcfg.to_dict(), "shape": plain["model"]["shape"]},
+                       "tokenizer": {**plain["tokenizer"], "resolved_path": self.task.tokenizer_info["path"]}}
         random.seed(self.seed)
         np.random.seed(self.seed)
         torch.manual_seed(self.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
         self.model = arch.build_model(self.mcfg).to(self.device)
         torch.manual_seed(rank_seed(self.seed, self.info.rank))  # dropout masks differ per rank
-        self.optimizer = build_optimizer(self.model, self.c["optim"], self.device)
+        self.optimizer = build_optimizer(self.model, self.rc.optim, self.device)
         self.budget = Budget.plan(self.tc, flops_per_token=self.task.flops_per_token(self.mcfg),
                                   tokens_per_sequence=self.task.tokens_per_sequence(), world_size=self.info.world_size)
         self.params = arch.count_params(self.mcfg)
         self.non_emb = arch.count_params(self.mcfg, non_embedding=True)
         loss_module: nn.Module = LossModule(self.model)
-        if self.tc["compile"]:
+        if self.tc.compile:
             loss_module = torch.compile(loss_module)
         if self.info.enabled:
             loss_module = DistributedDataParallel(loss_module, device_ids=[self.device.index]
@@ -197,17 +198,16 @@ class TrainingRun:
         """config.yaml, the tracker (metrics.jsonl, summary.json, wandb) and the eval history of a resumed run."""
         self.run_name, self.overrides = run_identity(self.run_dir)
         if self.is_main:
-            self.rd.write_config(self.c)
+            self.rd.write_config(self.config)
             self.task.tokenizer.save(self.rd.tokenizer_path)
-            lg = self.c["logger"]
-            self.tracker = Tracker(self.run_dir, self.c, logger=lg["kind"], project=lg.get("project", "archlab"),
-                                   group=lg.get("group"), name=self.run_name, tags=list(lg.get("tags") or []),
-                                   job_type=lg.get("job_type", "train"),
+            lg = self.rc.logger
+            self.tracker = Tracker(self.run_dir, self.config, logger=lg.kind, project=lg.project, group=lg.group,
+                                   name=self.run_name, tags=list(lg.tags), job_type=lg.job_type,
                                    resume_from_step=self.step if self.resumed else None)
             self.fresh = True  # from here on the dir holds this run, whatever it held before
             if self.resumed:
                 self.hist = EvalHistory.from_metrics(self.rd.read_metrics())
-            self.peak = peak_flops(self.device, cache_dir=self.c["data"]["cache_dir"])
+            self.peak = peak_flops(self.device, cache_dir=self.rc.data.cache_dir)
 
     # -- the loop -------------------------------------------------------------------------------------------------
 
@@ -236,13 +236,13 @@ class TrainingRun:
                     status, extra = RunStatus.DIVERGED, {"diverged_at_step": diverged_at}
                     break
                 bar.update(1)
-                if self.step % int(tc["log_interval"]) == 0:
+                if self.step % tc.log_interval == 0:
                     bar.set_postfix(loss=f"{self.hist.final_train_loss:.3f}")
-                if self.step % int(tc["eval_interval"]) == 0 or self.step == total:
+                if self.step % tc.eval_interval == 0 or self.step == total:
                     if self.is_main:
                         self.evaluate(final=self.step == total)
                     distributed.barrier()
-                if self.step % int(tc["ckpt_interval"]) == 0 or self.step == total:
+                if self.step % tc.ckpt_interval == 0 or self.step == total:
                     self.checkpoint()
         except RunInterrupted:
             raise
@@ -279,20 +279,18 @@ class TrainingRun:
     def train_step(self) -> int | None:
         """One optimizer step; logs every log_interval. Returns the step number at which the loss or grad norm
         went non-finite (the update is then skipped), else None."""
-        c, tc = self.c, self.tc
+        tc, sched = self.tc, self.rc.schedule
         t0 = time.perf_counter()
-        lr = schedule.lr_at(self.step, name=c["schedule"]["name"], base_lr=float(c["optim"]["lr"]),
-                            total_steps=self.budget.total_steps, warmup_steps=int(c["schedule"]["warmup_steps"]),
-                            min_lr_ratio=float(c["schedule"]["min_lr_ratio"]))
+        lr = schedule.lr_at(self.step, name=sched.name, base_lr=self.rc.optim.lr, total_steps=self.budget.total_steps,
+                            warmup_steps=sched.warmup_steps, min_lr_ratio=sched.min_lr_ratio)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         train_loss = self.forward_backward()
         self.precision.unscale(self.optimizer)  # fp16: the true gradients, for the norms and clipping
-        log_now = self.is_main and ((self.step + 1) % int(tc["log_interval"]) == 0
+        log_now = self.is_main and ((self.step + 1) % tc.log_interval == 0
                                     or self.step + 1 == self.budget.total_steps)
         layer_norms = layer_grad_norms(model_blocks(self.model)) if log_now or not math.isfinite(train_loss) else {}
-        clip = tc.get("grad_clip")
-        grad_norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), float(clip) if clip else float("inf")))
+        grad_norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip or float("inf")))
         fpt = self.budget.flops_per_token
 
         def row() -> dict[str, Any]:
@@ -339,9 +337,9 @@ class TrainingRun:
             Checkpoints(self.rd.checkpoint_dir).save(self.step, self.model, {
                 "version": 2, "step": self.step, "tokens": self.tokens, "elapsed": time.perf_counter() - self.t_start,
                 "optimizer": self.optimizer.state_dict(), "rng": states, "world_size": self.info.world_size,
-                "model_config": self.mcfg.to_dict(), "config": self.c, "inputs": self.task.inputs,
+                "model_config": self.mcfg.to_dict(), "config": self.config, "inputs": self.task.inputs,
                 **({"grad_scaler": self.precision.state_dict()} if self.precision.scaler is not None else {}),
-            }, self.mcfg.to_dict(), keep_last_k=int(self.tc.get("keep_last_k") or 1))
+            }, self.mcfg.to_dict(), keep_last_k=self.tc.keep_last_k)
         distributed.barrier()
 
     # -- stopping and the end -------------------------------------------------------------------------------------
@@ -369,7 +367,7 @@ class TrainingRun:
             mfu=(fpt * tokens / wall / self.info.world_size / self.peak) if wall > 0 else None,
             extrap=h.extrap, device=str(self.device), world_size=self.info.world_size,
             num_threads=torch.get_num_threads())
-        return RunSummary(status, experiment=self.c["experiment_name"], run_name=self.run_name,
+        return RunSummary(status, experiment=self.rc.experiment_name, run_name=self.run_name,
                           overrides=self.overrides, seed=self.seed, steps=self.step, tokens=tokens,
                           run_dir=str(self.run_dir), error=error, diverged_at_step=diverged_at_step, results=results)
 
@@ -388,5 +386,5 @@ class TrainingRun:
         if self.tracker is not None:
             self.tracker.finish(setup_failure_status(e))
         if self.fresh:
-            record_setup_failure(self.run_dir, e, experiment=self.c["experiment_name"], seed=self.seed,
+            record_setup_failure(self.run_dir, e, experiment=self.rc.experiment_name, seed=self.seed,
                                  steps=self.step, tokens=self.tokens)

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from experiments.config.schema import OptimConfig
+
 
 def _no_decay_module(module: nn.Module, decay_embeddings: bool) -> bool:
     return (isinstance(module, nn.Embedding) and not decay_embeddings) or "Norm" in type(module).__name__
@@ -45,26 +47,25 @@ def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool =
     ]
 
 
-def _adamw(model: nn.Module, cfg: dict[str, Any], device: torch.device) -> torch.optim.Optimizer:
+def _adamw(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.Optimizer:
     # fused AdamW is a real speed-up on CUDA; the CPU path keeps the reference implementation (bit-exact resume)
     fused = device.type == "cuda"
     return torch.optim.AdamW(
-        param_groups(model, float(cfg["weight_decay"]), bool(cfg.get("decay_embeddings", False))),
-        lr=float(cfg["lr"]),
-        betas=tuple(float(b) for b in cfg["betas"]),
-        eps=float(cfg["eps"]),
+        param_groups(model, cfg.weight_decay, cfg.decay_embeddings),
+        lr=cfg.lr,
+        betas=tuple(cfg.betas),
+        eps=cfg.eps,
         fused=fused,
     )
 
 
-OPTIMIZERS: dict[str, Callable[[nn.Module, dict[str, Any], torch.device], torch.optim.Optimizer]] = {
+OPTIMIZERS: dict[str, Callable[[nn.Module, OptimConfig, torch.device], torch.optim.Optimizer]] = {
     "adamw": _adamw,
 }
 
 
-def build_optimizer(model: nn.Module, cfg: dict[str, Any], device: torch.device) -> torch.optim.Optimizer:
-    """OPTIMIZERS[cfg["name"]](model, cfg, device); the lr in each group is later set by the schedule."""
-    name = cfg.get("name", "adamw")
-    if name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {name!r}; choose from {sorted(OPTIMIZERS)}")
-    return OPTIMIZERS[name](model, cfg, device)
+def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.Optimizer:
+    """OPTIMIZERS[cfg.name](model, cfg, device); the lr in each group is later set by the schedule."""
+    if cfg.name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {cfg.name!r}; choose from {sorted(OPTIMIZERS)}")
+    return OPTIMIZERS[cfg.name](model, cfg, device)

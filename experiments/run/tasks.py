@@ -1,6 +1,6 @@
 """What a run learns: a task turns the config into data, a model config, the cost of a step and eval metrics.
 
-    task = TASKS[task_kind(c)](c, is_main=..., progress=...)   # the `task` config value: lm | seq2seq
+    task = TASKS[rc.task.kind](rc, is_main=..., progress=...)  # rc: the RunConfig; task.kind: lm | seq2seq
     task.load(generator)                  # tokenizer + data; then task.tokenizer, .tokenizer_info, .sampler, .inputs
     task.model_config()                   # arch.ModelConfig | arch.EncDecConfig, vocab_size from the tokenizer
     task.tokens_per_sequence()            # tokens one sequence adds to the `tokens` count
@@ -17,6 +17,7 @@ Not handled: mixing tasks in one run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Any
@@ -25,8 +26,9 @@ import torch
 from torch import nn
 
 import arch
-from experiments.config.check import encdec_config, model_config
 from experiments.config.errors import ConfigError
+from experiments.config.model_schema import encdec_config, model_config
+from experiments.config.schema import RunConfig
 from experiments.data import cache  # via the module: tests patch cache.prepare_data
 from experiments.data.corpus import WindowSampler
 from experiments.data.pairs import PairBatcher, prepare_pairs
@@ -36,11 +38,16 @@ from experiments.run.eval_seq2seq import evaluate_seq2seq
 log = logging.getLogger(__name__)
 
 
+def tokenizer_dict(rc: RunConfig) -> dict[str, Any]:
+    """The tokenizer group as the plain dict experiments.data's tokenizer side reads (mode, vocab_size, path, ...)."""
+    return dataclasses.asdict(rc.tokenizer)
+
+
 class LMTask:
     """task=lm: a decoder-only language model on a text corpus (next-token loss on windows of train.n_ctx)."""
 
-    def __init__(self, c: dict[str, Any], *, is_main: bool, progress: bool) -> None:
-        self.c, self.tc, self.is_main, self.progress = c, c["train"], is_main, progress
+    def __init__(self, rc: RunConfig, *, is_main: bool, progress: bool) -> None:
+        self.rc, self.tc, self.is_main, self.progress = rc, rc.train, is_main, progress
         self.tokenizer: Any = None                 # tokenizer.Tokenizer, set by load()
         self.tokenizer_info: dict[str, Any] = {}   # {"path", "cached", "train_seconds", ...} of the cache entry
         self.sampler: WindowSampler | None = None  # .next() -> (x, y), each (B, T) int64
@@ -49,7 +56,7 @@ class LMTask:
 
     def load(self, generator: torch.Generator) -> None:
         """corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) -> window sampler."""
-        prepared = cache.prepare_data(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"],
+        prepared = cache.prepare_data(self.rc.data, tokenizer_dict(self.rc), self.rc.data.cache_dir,
                                       progress=self.progress)
         self.tokenizer, self.tokenizer_info, self.data = prepared.tokenizer, prepared.tokenizer_info, prepared.data
         self.inputs = prepared.inputs
@@ -58,39 +65,38 @@ class LMTask:
             log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(self.data.train),
                      len(self.data.val), self.tokenizer.vocab_size,
                      "cached" if info["cached"] else f"trained in {info['train_seconds']:.1f}s")
-        T = int(self.tc["n_ctx"])
-        self.sampler = WindowSampler(self.data.train, T, int(self.tc["batch_size"]), generator)  # too short: ConfigError
+        T = self.tc.n_ctx
+        self.sampler = WindowSampler(self.data.train, T, self.tc.batch_size, generator)  # too short: ConfigError
         if len(self.data.val) < T + 1:  # before the model is built (a huge n_ctx must not cost an allocation first)
             raise ConfigError(f"the validation split has {len(self.data.val)} tokens, fewer than n_ctx + 1; "
                               f"raise data.val_fraction")
 
     def model_config(self) -> arch.ModelConfig:
-        return model_config(self.c["model"], vocab_size=self.tokenizer.vocab_size)
+        return model_config(self.rc.model, vocab_size=self.tokenizer.vocab_size)
 
     def tokens_per_sequence(self) -> int:
-        return int(self.tc["n_ctx"])
+        return self.tc.n_ctx
 
     def flops_per_token(self, mcfg: arch.ModelConfig) -> float:
-        return arch.flops_per_token(mcfg, seq_len=int(self.tc["n_ctx"]))
+        return arch.flops_per_token(mcfg, seq_len=self.tc.n_ctx)
 
     def evaluate(self, model: nn.Module, device: torch.device, final: bool) -> dict[str, Any]:
         """val/loss, val/ppl, val/bpb, attention entropy; length extrapolation per train.extrap."""
-        tc, T = self.tc, int(self.tc["n_ctx"])
-        row = evaluate_model(model, self.data.val, n_ctx=T, batch_size=int(tc["eval_batch_size"]),
-                             max_batches=int(tc["eval_batches"]), bytes_per_token=self.data.bytes_per_token,
-                             device=device)
-        if tc["extrap"] == "every_eval" or (tc["extrap"] == "end" and final):
-            row.update(length_extrapolation(model, self.data.val, n_ctx=T, factors=tuple(tc["extrap_factors"]),
-                                            max_tokens=int(tc["extrap_max_tokens"]), device=device,
-                                            batch_size=int(tc["eval_batch_size"])))
+        tc, T = self.tc, self.tc.n_ctx
+        row = evaluate_model(model, self.data.val, n_ctx=T, batch_size=tc.eval_batch_size,
+                             max_batches=tc.eval_batches, bytes_per_token=self.data.bytes_per_token, device=device)
+        if tc.extrap == "every_eval" or (tc.extrap == "end" and final):
+            row.update(length_extrapolation(model, self.data.val, n_ctx=T, factors=tuple(tc.extrap_factors),
+                                            max_tokens=tc.extrap_max_tokens, device=device,
+                                            batch_size=tc.eval_batch_size))
         return row
 
 
 class Seq2SeqTask:
     """task=seq2seq: the encoder-decoder on (source, target) pairs, teacher-forced loss on the target."""
 
-    def __init__(self, c: dict[str, Any], *, is_main: bool, progress: bool) -> None:
-        self.c, self.tc, self.is_main, self.progress = c, c["train"], is_main, progress
+    def __init__(self, rc: RunConfig, *, is_main: bool, progress: bool) -> None:
+        self.rc, self.tc, self.is_main, self.progress = rc, rc.train, is_main, progress
         self.tokenizer: Any = None
         self.tokenizer_info: dict[str, Any] = {}
         self.sampler: PairBatcher | None = None  # .next() -> (src, tgt_in, tgt_out), each (B, longest) int64
@@ -99,17 +105,17 @@ class Seq2SeqTask:
 
     def load(self, generator: torch.Generator) -> None:
         """pairs -> tokenizer -> ids -> a seeded random batcher of padded (src, tgt_in, tgt_out)."""
-        p = prepare_pairs(self.c["data"], self.c["tokenizer"], self.c["data"]["cache_dir"], progress=self.progress)
+        p = prepare_pairs(self.rc.data, tokenizer_dict(self.rc), self.rc.data.cache_dir, progress=self.progress)
         self.pairs, self.tokenizer, self.tokenizer_info = p, p.tokenizer, p.tokenizer_info
         self.inputs = p.inputs
         if self.is_main:
             longest = max(max(map(len, rows)) for rows in (p.train.src, p.train.tgt_in, p.test.src, p.test.tgt_in))
             log.info("pairs %s: %d train / %d test, vocab %d, longest sequence %d tokens", p.name, len(p.train.src),
                      len(p.test.src), self.tokenizer.vocab_size, longest)
-        self.sampler = PairBatcher(p.train, int(self.tc["batch_size"]), p.pad_id, generator)
+        self.sampler = PairBatcher(p.train, self.tc.batch_size, p.pad_id, generator)
 
     def model_config(self) -> arch.EncDecConfig:
-        return encdec_config(self.c["model"], vocab_size=self.tokenizer.vocab_size, pad_id=self.pairs.pad_id)
+        return encdec_config(self.rc.model, vocab_size=self.tokenizer.vocab_size, pad_id=self.pairs.pad_id)
 
     def tokens_per_sequence(self) -> int:
         """Decoder tokens: the mean target length (what the token budget counts for seq2seq)."""
@@ -125,8 +131,8 @@ class Seq2SeqTask:
         eval_batches x eval_batch_size pairs at intermediate evals, all of it at the last one."""
         tc, p = self.tc, self.pairs
         row = evaluate_seq2seq(model, p.test, pad_id=p.pad_id, bos_id=p.bos_id, eos_id=p.eos_id,
-                               batch_size=int(tc["eval_batch_size"]), device=device, prefix="val",
-                               max_pairs=None if final else int(tc["eval_batches"]) * int(tc["eval_batch_size"]))
+                               batch_size=tc.eval_batch_size, device=device, prefix="val",
+                               max_pairs=None if final else tc.eval_batches * tc.eval_batch_size)
         return {**row, "val/ppl": math.exp(min(row["val/loss"], 700.0))}
 
 

@@ -1,6 +1,6 @@
 """One training run: corpus -> tokenizer -> token memmaps -> model -> metrics, checkpoints and a summary.
 
-    python -m experiments.train model=small model/pos=rope train.tokens=1e6        # one run
+    python -m experiments.train model=small model/pos=rope train.tokens=1000000    # one run
     python -m experiments.train -m experiment=pos_encodings                         # a sweep
     torchrun --nproc_per_node 2 -m experiments.train ...                            # DDP
     from experiments.run.train import train; summary = train(cfg)                       # tests, notebooks
@@ -44,7 +44,7 @@ import torch
 from omegaconf import DictConfig
 
 from experiments.config import resolvers  # noqa: F401  (registers ${archlab_dirname:...})
-from experiments.config.check import to_plain, validate
+from experiments.config.check import validate
 from experiments.config.compose import CONF_DIR
 from experiments.config.errors import ConfigError
 from experiments.config.precheck import precheck_or_exit
@@ -69,7 +69,7 @@ def train(cfg: DictConfig | dict) -> dict[str, Any]:
     """
     info = distributed.env_info()
     try:
-        c = validate(cfg)
+        rc = validate(cfg)
     except ConfigError as e:
         if info.is_main:
             record_config_error(cfg, e)
@@ -80,11 +80,11 @@ def train(cfg: DictConfig | dict) -> dict[str, Any]:
         if why := sweep_stopped(sweep):
             raise RunInterrupted(f"not started: the sweep was stopped by {why}", record_not_started(cfg, why),
                                  started=False)
-    device = distributed.pick_device(str(c["train"]["device"]), info, parallel=parallel_jobs() > 1)
+    device = distributed.pick_device(rc.train.device, info, parallel=parallel_jobs() > 1)
     distributed.setup(info, device)
     threads_before = torch.get_num_threads()  # train.num_threads is per run, not for the rest of the process
     try:
-        run = TrainingRun(c, info, device)
+        run = TrainingRun(rc, info, device)
         with RunDirLock(run.run_dir) if info.is_main else nullcontext():  # one writer per run dir (rundir/lock.py)
             return run.run()
     finally:
@@ -113,7 +113,7 @@ def main(cfg: DictConfig) -> float | None:
             return None
         sys.exit(2)
     except KeyboardInterrupt as e:
-        run_dir = Path((getattr(e, "summary", None) or {}).get("run_dir") or resolve_run_dir(to_plain(cfg)))
+        run_dir = Path((getattr(e, "summary", None) or {}).get("run_dir") or resolve_run_dir(cfg))
         how = str(e) if isinstance(e, RunInterrupted) else "interrupted"
         if is_multirun():  # the other jobs record themselves; the sweep's last line says how to resume them all
             started = not isinstance(e, RunInterrupted) or e.started

@@ -2,7 +2,7 @@
 
     hydra_runtime()          Hydra's runtime config, None outside Hydra (train(cfg) from a test or a notebook)
     is_multirun()            a job of a sweep (`-m`)?           sweep_dir()   that sweep's dir, else None
-    resolve_run_dir(c)       where the run writes: train.run_dir > Hydra's output dir > outputs/<experiment>/<time>
+    resolve_run_dir(rc)      where the run writes: train.run_dir > Hydra's output dir > outputs/<experiment>/<time>
     run_identity(run_dir)    (run name, overrides) for summary.json and wandb: `model/pos=rope,seed=1`
     progress_label(run_dir)  the values this job sweeps, for its progress bar: `pos=rope seed=1`
     num_threads(n, ranks)    torch CPU threads per job: the CPUs shared by the sweep's parallel jobs and DDP ranks
@@ -21,9 +21,10 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.compare.grouping import short_key
+from experiments.config.schema import RunConfig
 
 
 def hydra_runtime() -> Any | None:
@@ -44,14 +45,15 @@ def sweep_dir() -> str | None:
     return str(hydra_runtime().sweep.dir) if is_multirun() else None
 
 
-def resolve_run_dir(c: dict[str, Any]) -> Path:
-    """train.run_dir, else Hydra's output dir, else outputs/<experiment_name>/<time> (train() outside Hydra)."""
-    if c["train"].get("run_dir"):
-        return Path(os.path.expanduser(str(c["train"]["run_dir"])))
+def resolve_run_dir(rc: RunConfig | DictConfig) -> Path:
+    """train.run_dir, else Hydra's output dir, else outputs/<experiment_name>/<time> (train() outside Hydra).
+    `rc` is the RunConfig, or the composed DictConfig of a run that may not have validated (same attributes)."""
+    if rc.train.run_dir:
+        return Path(os.path.expanduser(rc.train.run_dir))
     hc = hydra_runtime()
     if hc is not None:
         return Path(hc.runtime.output_dir)
-    return Path("outputs") / str(c["experiment_name"]) / time.strftime("%Y-%m-%d_%H-%M-%S")
+    return Path("outputs") / rc.experiment_name / time.strftime("%Y-%m-%d_%H-%M-%S")
 
 
 def run_identity(run_dir: Path) -> tuple[str, list[str]]:

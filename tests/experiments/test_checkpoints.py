@@ -49,8 +49,8 @@ def test_keep_last_k_best_and_load_run(make_cfg, tmp_path):
     from experiments.run.eval_lm import evaluate_model
     from experiments.data.cache import prepare_data
 
-    c = validate(make_cfg())
-    data = prepare_data(c["data"], c["tokenizer"], c["data"]["cache_dir"]).data
+    rc = validate(make_cfg())
+    data = prepare_data(rc.data, rc.to_dict()["tokenizer"], rc.data.cache_dir).data
     got = evaluate_model(last, data.val, n_ctx=32, batch_size=4, max_batches=2, bytes_per_token=data.bytes_per_token, device="cpu")
     assert got["val/loss"] == pytest.approx(s["final_val_loss"], abs=1e-6)
 

@@ -396,7 +396,7 @@ def test_swiglu_and_gelu_have_equal_parameters():
     counts = {}
     for ffn in ("gelu", "swiglu"):
         c = validate(compose_config(["experiment=finding_swiglu_vs_gelu", f"finding/ffn={ffn}"]))
-        counts[ffn] = (count_params(model_config(c["model"], 2048)), c["model"]["activation"], c["model"]["d_mlp"])
+        counts[ffn] = (count_params(model_config(c.model, 2048)), c.model.activation, c.model.d_mlp)
     assert counts["gelu"][1:] == ("gelu", 512) and counts["swiglu"][1:] == ("swiglu", 341)
     assert abs(counts["swiglu"][0] / counts["gelu"][0] - 1) < 0.002
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from arch import ModelConfig, PosConfig, build_model
+from experiments.config.schema import OptimConfig
 from experiments.run.optim import build_optimizer, param_groups
 from experiments.run.schedule import SCHEDULES, lr_at
 
@@ -28,8 +31,8 @@ def test_no_decay_on_biases_norms_and_embeddings(norm_type):
 
 def test_optimizer_uses_the_config():
     model = build_model(ModelConfig(vocab_size=64, n_ctx=16, d_model=16, n_layers=1, n_heads=2))
-    opt = build_optimizer(model, {"name": "adamw", "lr": 0.01, "betas": [0.8, 0.9], "eps": 1e-6, "weight_decay": 0.2},
-                          torch.device("cpu"))
+    opt = build_optimizer(model, OptimConfig(name="adamw", lr=0.01, betas=[0.8, 0.9], eps=1e-6, weight_decay=0.2,
+                                             decay_embeddings=False), torch.device("cpu"))
     assert isinstance(opt, torch.optim.AdamW)
     assert [g["weight_decay"] for g in opt.param_groups] == [0.2, 0.0] and opt.param_groups[0]["betas"] == (0.8, 0.9)
 
@@ -72,15 +75,15 @@ def test_decay_embeddings_decays_every_matrix_as_nanogpt(pos):
 
 
 def test_decay_embeddings_default_is_off_and_the_config_sets_it():
-    """The default keeps embeddings out of decay (conf/optim/adamw.yaml says false, and a config without the key
-    from an older run dir too); decay_embeddings=true moves them, and nothing else, into the decayed group."""
+    """The default keeps embeddings out of decay (conf/optim/adamw.yaml says false); decay_embeddings=true moves
+    them, and nothing else, into the decayed group."""
     from experiments.config.compose import compose_config
 
     assert compose_config([]).optim.decay_embeddings is False
     model = build_model(ModelConfig(vocab_size=64, n_ctx=16, d_model=16, n_layers=1, n_heads=2))
-    cfg = {"name": "adamw", "lr": 0.01, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+    cfg = OptimConfig(name="adamw", lr=0.01, betas=[0.9, 0.95], eps=1e-8, weight_decay=0.1, decay_embeddings=False)
     old = build_optimizer(model, cfg, torch.device("cpu"))
-    on = build_optimizer(model, {**cfg, "decay_embeddings": True}, torch.device("cpu"))
+    on = build_optimizer(model, dataclasses.replace(cfg, decay_embeddings=True), torch.device("cpu"))
     emb = {id(model.wte.weight), id(model.pos.wpe.weight)}
     assert not emb & {id(p) for p in old.param_groups[0]["params"]}
     assert emb <= {id(p) for p in on.param_groups[0]["params"]}

@@ -75,7 +75,6 @@ def test_values_arrive_with_their_types():
     assert rc.optim.lr == 1.0 and type(rc.optim.lr) is float  # an int on the command line, a float field
     assert type(rc.model.dropout) is float and rc.train.steps == 5
     assert isinstance(rc.data, TextData) and rc.data.paths == [__file__]
-    assert rc["train"]["steps"] == 5 and rc.get("task") == {"kind": "lm"}  # read-only dict access to to_dict()
 
 
 @pytest.mark.parametrize("option,schema", [("embedded", "EmbeddedData"), ("text", "TextData"), ("hf", "HFData"),
