@@ -43,7 +43,7 @@ from experiments.run.interrupt import release_sweep, sweep_stopped
 from experiments.rundir.layout import RunDir, RunStatus
 from experiments.sweep.resume import sweep_resume_command
 from experiments.sweep.tune_select import loss_spread, next_point, pick_best, point_losses
-from experiments.sweep.tune_spec import SEED_KEY, TuneError, TuneSpec, horizon_override
+from experiments.sweep.tune_spec import SEED_KEY, TuneError, TuneSpec, horizon_override, unknown_key
 from experiments.sweep.tuning_record import NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun
 
 HAS_RESULT = (RunStatus.COMPLETED, RunStatus.DIVERGED)
@@ -99,6 +99,8 @@ class TunedSweep:
 
     def plan(self, arguments: list[str]) -> TuningRecord:
         """Check the declaration and the sweep dir; the record of the sweep to run (TuneError when refused)."""
+        if self.declared.get("unknown"):
+            raise TuneError(unknown_key(self.declared["unknown"][0]))
         params = self.declared.get("params") or {}
         lines = [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in params.items()]
         try:

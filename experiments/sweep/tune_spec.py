@@ -5,7 +5,7 @@
     arms = spec.arms(parsed_overrides)      # [[("model/pos", "model/pos=learned")], ...] plus the fixed overrides
     horizon_override(train_node, 0.25)      # ("train.steps", 200, 50): the budget key the run uses, scaled
 
-Refused, each as one TuneError line (`hydra.sweeper.<key>: ...`): a tune node that is not one key with a list of
+Refused, each as one TuneError line (`hydra.sweeper.<key>: ...`): a key that is not one of KEYS; a tune node that is not one key with a list of
 numbers; fewer than MIN_POINTS points; a point <= 0 or repeated; no tune seeds or no fresh seeds; a seed in both
 lists or twice in one; a tune_fraction outside (0, 1]; a widen that is not an int >= 0; `seed` or the tuned key
 swept or set in `hydra.sweeper.params` or on the command line (the sweeper sets both per run); a sweep that is not a
@@ -17,6 +17,7 @@ Not handled: tuning more than one key at a time (a joint grid), or grids that ar
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -28,10 +29,18 @@ from experiments.config.errors import ConfigError
 
 MIN_POINTS = 4
 SEED_KEY = "seed"
+KEYS = ("params", "tune", "tune_seeds", "seeds", "tune_fraction", "widen")  # hydra.sweeper's keys
 
 
 class TuneError(ConfigError):
     """A tuned sweep's declaration that cannot run; one line naming the hydra.sweeper key."""
+
+
+def unknown_key(key: str) -> str:
+    """The message for a hydra.sweeper key the tuned sweeper does not take (a typo, most likely)."""
+    close = difflib.get_close_matches(key, KEYS, n=1)
+    return (f"hydra.sweeper.{key}: not a key of the tuned sweeper" + (f"; did you mean {close[0]}?" if close else "")
+            + f" (its keys: {', '.join(KEYS)})")
 
 
 def _fmt(values: Sequence[Any]) -> str:

@@ -26,10 +26,11 @@ class TunedSweeper(Sweeper):
     """hydra.sweeper: params (the arms), tune, tune_seeds, seeds, tune_fraction, widen (docs/tuning.md)."""
 
     def __init__(self, params: Any = None, tune: Any = None, tune_seeds: Any = None, seeds: Any = None,
-                 tune_fraction: Any = None, widen: Any = None) -> None:
+                 tune_fraction: Any = None, widen: Any = None, **unknown: Any) -> None:
         super().__init__()
         self.declared = {"params": _plain(params), "tune": _plain(tune), "tune_seeds": _plain(tune_seeds),
-                         "seeds": _plain(seeds), "tune_fraction": tune_fraction, "widen": widen}
+                         "seeds": _plain(seeds), "tune_fraction": tune_fraction, "widen": widen,
+                         "unknown": sorted(unknown)}  # refused in one line by TunedSweep.run, not as a TypeError
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
         self.launcher: Any = None
