@@ -8,7 +8,13 @@
     python -m experiments.findings --index                    # rewrite docs/findings/README.md's table
     python -m experiments.findings rope_vs_learned --from-sweep multirun/findings/rope_vs_learned/<time>   # doc again
     python -m experiments.findings rope_vs_learned --resume --out-dir multirun/findings/rope_vs_learned/<time>
+    python -m experiments.findings rope_vs_learned_v2 --register   # fix a (new) finding's module and YAML
 
+Registration (registration.py): `--register` records the finding's module and sweep YAML (text, sha256, date) in
+experiments/findings/registered/<name>.json and never overwrites one. A full run refuses, in one line before
+anything runs, a finding that is not registered or whose files differ from the registration (a changed setup is a
+new version, `<name>_v2`); a smoke run goes ahead and its doc shows the diff. The check made at run time is kept in
+the sweep's finding.json and is what the doc states.
 A run is `python -m experiments.train -m experiment=finding_<name> hydra/launcher=joblib_2 hydra.sweep.dir=<dir>
 [smoke overrides] [your overrides]` as a subprocess (its output goes to stderr; the sweep callback's default report
 is switched off: this command builds the report itself, grouped by the finding's keys against its baseline), then
@@ -39,15 +45,15 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from experiments.findings import registration
 from experiments.findings.data import DataError, full_run_data
-from experiments.findings.registry import FINDINGS, Finding
-from experiments.rundir.layout import RunStatus
+from experiments.findings.judge import judge
+from experiments.findings.registration import RegistrationError, SetupCheck
+from experiments.findings.registry import FINDINGS, Finding, next_version
 from tokenizer.cli_args import OneLineParser, UsageError, non_empty, non_empty_path, positive_int
 
 DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the repo root in practice
 REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
-RESULTS = tuple(s for s in RunStatus if s.has_result)    # completed, diverged: what a verdict is judged on
-FAULTS = tuple(s for s in RunStatus if not s.has_result)  # failed, interrupted, running: the command exits 1
 DATA_OVERRIDE = re.compile(r"^[+~]*data(=|\.|/)")  # data=..., data.paths=..., +data.x=...
 OWN_OVERRIDE = re.compile(r"^[+~]*hydra(/launcher=|\.sweep\.dir=|\.launcher\.)")  # set by --jobs / --out-dir
 
@@ -74,6 +80,11 @@ def parser() -> argparse.ArgumentParser:
                         "../shared/data; see docs/findings/README.md#data")
     p.add_argument("--resume", action="store_true",
                    help="continue the stopped sweep in --out-dir (train.resume=true), then judge it and write the doc")
+    p.add_argument("--register", action="store_true",
+                   help="record the finding's module and sweep YAML (text, sha256, today's date) in "
+                        "experiments/findings/registered/<name>.json; an existing registration is never replaced")
+    p.add_argument("--note", type=non_empty, default=None,
+                   help="with --register: a note kept in the registration (e.g. what this version changes)")
     return p
 
 
@@ -186,69 +197,40 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, overrides: Sequence[str]) -> int:
-    """Report, measurement, rule and doc for a finished sweep; returns the exit status."""
-    from experiments.compare import RunsError, build_report, check_keys, group_runs, read_runs
-    from experiments.compare.stats import budgets
-    from experiments.compare.tables import budget_text
-    from experiments.findings.doc import render_doc, shell_join, write_doc
-    from experiments.findings.evidence import Evidence, matches, records_from_groups
+def setup_check(f: Finding) -> SetupCheck:
+    try:
+        return registration.check(f.name)
+    except RegistrationError as e:
+        raise UsageError(str(e)) from None
 
+
+def require_registered(f: Finding, check: SetupCheck) -> None:
+    """A full run's setup must be the registered one: UsageError (one line) saying what to do otherwise."""
+    if check.status == "unregistered":
+        raise UsageError(f"{f.name} is not registered: run `python -m experiments.findings {f.name} --register` "
+                         "(it records the module and the sweep YAML as they are now) before its full run")
+    if check.status == "changed":
+        nxt = next_version(f.name)
+        raise UsageError(f"{f.name}: the setup differs from its registration of {check.registered} "
+                         f"({', '.join(check.changed_paths())}; --smoke shows the diff); a changed setup is a new "
+                         f"version: copy both files to {nxt} (experiments/findings/{nxt}.py, "
+                         f"conf/experiment/finding_{nxt}.yaml), add it to FINDINGS and run "
+                         f"`python -m experiments.findings {nxt} --register`")
+
+
+def register(f: Finding, args: argparse.Namespace) -> int:
+    """--register: the registration record of f, or one line when it exists."""
+    if args.overrides or args.smoke or args.resume or args.from_sweep or args.out_dir or args.data_file is not None \
+            or args.doc or args.jobs is not None:
+        raise UsageError("--register takes no overrides or other options than --note (it records the files as "
+                         "they are)")
     try:
-        runs = read_runs([str(sweep_dir)])
-    except RunsError as e:
-        print(f"findings: error: the sweep produced no runs ({e}); training exit status {meta.get('train_rc')}",
-              file=sys.stderr)
-        return 1
-    produced = [r for r in runs if r.status in RESULTS]
-    if not produced:
-        reasons = "; ".join(dict.fromkeys(f"{r.status}: {r.reason}" for r in runs))
-        print(f"findings: error: no run completed or diverged in {sweep_dir} ({len(runs)} runs; {reasons[:300]})",
-              file=sys.stderr)
-        return 1
-    by = list(f.by)
-    try:
-        check_keys(runs, by)
-    except RunsError as e:
-        print(f"findings: error: {e}", file=sys.stderr)
-        return 1
-    groups = group_runs(runs, by)
-    base = next((g.index for g in groups if matches(dict(zip(by, g.values)), f.baseline)), None)
-    extra = None
-    if f.measure is not None:
-        print(f"findings: {f.name}: measuring at init ...", file=sys.stderr, flush=True)
-        try:
-            extra = f.measure(point_overrides(overrides), bool(meta.get("smoke")), sweep_dir / "init")
-        except Exception as e:  # the sweep's part of the verdict still stands; the doc says the measurement failed
-            extra = {"rows": [], "error": f"{type(e).__name__}: {e}"}
-            print(f"findings: warning: the measurement failed ({extra['error']})", file=sys.stderr)
-    try:
-        report = build_report(None, out_dir=sweep_dir / "report", by=by, runs=runs, baseline=base,
-                              command=shell_join(["python", "-m", "experiments.train", *meta["train_argv"]]))
-    except RunsError as e:
-        print(f"findings: error: the report was not built: {e}", file=sys.stderr)
-        return 1
-    comparison = json.loads((report.parent / "comparison.json").read_text())
-    records = records_from_groups(groups, by)
-    verdict = f.rule(Evidence(comparison, records, extra))
-    first = produced[0]
-    meta.update({"by": by, "config": {k: v for k, v in first.flat.items() if not k.startswith(("hydra", "logger"))},
-                 "budget_text": budget_text({"budget": budgets(groups)}), "device": first.summary.get("device"),
-                 "generated": time.strftime("%Y-%m-%d %H:%M"), "verdict": verdict.outcome,
-                 "key_number": verdict.key_number, "doc": str(doc_path)})
-    sources = {p.name: p for p in report.parent.glob("*.png")}
-    if extra and extra.get("figure"):
-        sources[extra["figure"]] = sweep_dir / "init" / extra["figure"]
-    write_doc(doc_path, lambda figs, fig_dir: render_doc(f, verdict, comparison, records, meta, figs, fig_dir),
-              [sources[name] for name in f.figures if name in sources])
-    (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    print(f"findings: {f.name}: {verdict.outcome} ({verdict.key_number})", file=sys.stderr)
-    print(doc_path)
-    faults = [r for r in runs if r.status in FAULTS]
-    if faults:
-        print(f"findings: error: {len(faults)} of {len(runs)} runs did not complete "
-              f"({', '.join(sorted({r.status for r in faults}))}); the doc covers the others: {doc_path}", file=sys.stderr)
-        return 1
+        print(registration.register(f.name, note=args.note or ""))
+    except RegistrationError as e:
+        nxt = next_version(f.name)
+        more = (f"; a changed setup is a new version: {nxt} (its own experiments/findings/{nxt}.py, "
+                f"conf/experiment/finding_{nxt}.yaml and --register)") if "already registered" in str(e) else ""
+        raise UsageError(f"{e}{more}") from None
     return 0
 
 
@@ -257,6 +239,9 @@ def run(f: Finding, args: argparse.Namespace) -> int:
     if f.requires is not None and (why := f.requires()):
         raise UsageError(f"{f.name} {why}")
     smoke = args.smoke
+    check = setup_check(f)
+    if not smoke:
+        require_registered(f, check)
     jobs = args.jobs if args.jobs is not None else 1 if smoke else 2
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S") + ("_smoke" if smoke else "")
     sweep_dir = args.out_dir or Path("multirun") / "findings" / f.name / stamp
@@ -283,7 +268,7 @@ def run(f: Finding, args: argparse.Namespace) -> int:
           f"{', smoke' if smoke else ''})", file=sys.stderr, flush=True)
     meta = {"name": f.name, "smoke": smoke, "args": cli_args, "overrides": overrides, "train_argv": argv,
             "train_rc": None, "sweep_dir": str(sweep_dir), "wall_s": 0.0, "attempts": 0, "cpus": cpu_count(),
-            "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp}
+            "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp, "setup": check.to_meta()}
     return sweep_and_judge(f, sweep_dir, meta, doc_path, argv)
 
 
@@ -302,7 +287,7 @@ def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path:
         print(f"findings: {f.name}: stopped; no doc written; resume with: python -m experiments.findings {f.name} "
               f"--resume --out-dir {shlex.quote(str(sweep_dir))}", file=sys.stderr, flush=True)
         return EXIT_CODE
-    return judge(f, sweep_dir, meta, doc_path, meta.get("overrides", []))
+    return judge(f, sweep_dir, meta, doc_path, point_overrides(meta.get("overrides", [])))
 
 
 def read_meta(f: Finding, sweep_dir: Path, option: str) -> dict[str, Any]:
@@ -326,6 +311,8 @@ def resume(f: Finding, args: argparse.Namespace) -> int:
         raise UsageError("--resume takes no overrides, --smoke, --jobs, --data-file or --from-sweep (they are those "
                          "of the stopped run, in its finding.json)")
     doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
+    if not meta.get("smoke"):  # the files the sweep started with must still be the registered ones
+        require_registered(f, setup_check(f))
     print(f"findings: {f.name}: resuming the sweep in {sweep_dir}/", file=sys.stderr, flush=True)
     return sweep_and_judge(f, sweep_dir, meta, doc_path, [*meta["train_argv"], "train.resume=true"])
 
@@ -338,7 +325,7 @@ def rebuild(f: Finding, args: argparse.Namespace) -> int:
         raise UsageError("--from-sweep takes no overrides, --smoke, --data-file or --out-dir (they are those of the "
                          "earlier run)")
     doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
-    return judge(f, sweep_dir, meta, doc_path, meta.get("overrides", []))
+    return judge(f, sweep_dir, meta, doc_path, point_overrides(meta.get("overrides", [])))
 
 
 def _doc_path(f: Finding, args: argparse.Namespace, sweep_dir: Path, smoke: bool) -> Path:
@@ -356,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(list_text())
             return 0
         if args.index:
-            from experiments.findings.doc import write_index
+            from experiments.findings.index import write_index
 
             print(write_index(list(FINDINGS.values()), args.docs_dir))
             return 0
@@ -365,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.name not in FINDINGS:
             raise UsageError(f"unknown finding {args.name!r}; choose from {', '.join(FINDINGS)}")
         f = FINDINGS[args.name]
+        if args.note is not None and not args.register:
+            raise UsageError("--note goes with --register")
+        if args.register:
+            return register(f, args)
         return resume(f, args) if args.resume else rebuild(f, args) if args.from_sweep else run(f, args)
     except UsageError as e:
         print(f"findings: error: {e}", file=sys.stderr)

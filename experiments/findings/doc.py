@@ -1,14 +1,18 @@
-"""The markdown of a finding: docs/findings/<name>.md (plus its figures in docs/findings/<name>/), and the index
-table of docs/findings/README.md.
+"""The markdown of a finding: docs/findings/<name>.md (plus its figures in docs/findings/<name>/).
 
-    text = render_doc(finding, verdict, comparison, records, meta, figures)
-    write_index(Path("docs/findings"))   # the README's table, from the docs present
+    text = render_doc(finding, verdict, comparison, records, meta, figures, fig_dir_name)
 
-A doc opens with one HTML comment holding its metadata as JSON (name, verdict, key number, smoke), which is all the
-index reads back, so the index never re-parses prose. Sections: claim, setup (pre-registered, then as run), figures,
-results table (comparison.json: per group mean [95% CI], difference vs baseline [95% CI], verdict) and the rule's own
-tables, verdict with the rule's explanation, "What was tried / likely reason" when not reproduced, command.
-Not handled: computing anything (the rules, experiments.compare), running the sweep (cli.py).
+A doc opens with one HTML comment holding its metadata as JSON (name, verdict, key number, smoke, setup status),
+which is all the index (index.py) reads back, so the index never re-parses prose. Sections: claim; setup (the
+registration check computed at run time: "unchanged since registration on <date>" with the sha256s, or the diff;
+then the registered text and what was run, the data named with its sha256); figures; results table (comparison.json:
+per group mean [95% CI], difference vs baseline [95% CI], p, Holm-adjusted p when there are several comparisons)
+and the rule's own tables; multiple comparisons (the family the rule read: k, raw and Holm-adjusted p); verdict with
+the rule's explanation and, for a finding with a SESOI, the seeds needed against it; "What was tried / likely
+reason" when not reproduced; the finding's post-hoc text under its own heading; command.
+A smoke doc says "pipeline OK" or "pipeline failed" (naming what failed) and shows no verdict, no rule reading, no
+multiple-comparison reading and no seeds-needed line: a few steps of a tiny model are not evidence.
+Not handled: computing anything (the rules, experiments.compare, the registration check), running the sweep (cli.py).
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_HUB
-from experiments.findings.evidence import RunRecord, Verdict, fmt_ci, fmt_mean_ci, fmt_signed
+from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_HUB, used_text
+from experiments.findings.evidence import RunRecord, SeedsNeeded, Verdict, fmt_ci, fmt_mean_ci, fmt_signed
+from experiments.findings.multiple import ALPHA, Family, holm
+from experiments.findings.registration import REGISTERED, SetupCheck
 from experiments.findings.registry import Finding
 from experiments.rundir.layout import RunStatus
 
-META_RE = re.compile(r"^<!-- archlab-finding: (\{.*\}) -->$", re.M)
-INDEX_START, INDEX_END = "<!-- findings-index:start -->", "<!-- findings-index:end -->"
+NEWER_START, NEWER_END = "<!-- newer-version:start -->", "<!-- newer-version:end -->"
 FIGURE_CAPTIONS = {
     "extrapolation.png": "Validation loss at 1×, 2×, 4×, 8× the training length, per encoding (mean ± std over seeds).",
     "curve_val_loss.png": "Validation loss against training tokens (mean ± std over seeds).",
@@ -91,11 +96,17 @@ def command_section(name: str, args: Sequence[str]) -> list[str]:
                     "```bash", shell_join(finding_command(name, hub_variant(args))), "```", ""]
 
 
-def results_table(comparison: dict[str, Any], records: list[RunRecord], name: str = "final val/loss") -> list[str]:
-    """Per group: runs (+ excluded), mean [95% CI], difference vs baseline [95% CI], p, compare's verdict."""
+def results_table(comparison: dict[str, Any], records: list[RunRecord], name: str = "final val/loss",
+                  verdicts: bool = True) -> list[str]:
+    """Per group: runs (+ excluded), mean [95% CI], difference vs baseline [95% CI], p and, with k > 1 comparisons
+    against the baseline, the Holm-adjusted p; then compare's verdict read at the adjusted p (verdicts=False: no
+    verdict column, as in a smoke doc)."""
     block = next((m for m in comparison.get("metrics", []) if m.get("name") == name), None)
     if not block:
         return [f"(no `{name}` in comparison.json: no run completed)"]
+    compared = [g for g in block["groups"] if g.get("vs_baseline") is not None]
+    k = len(compared)
+    adjusted = dict(zip((g["label"] for g in compared), holm([g["vs_baseline"].get("p") for g in compared])))
     rows = []
     for g in block["groups"]:
         statuses = [r.status for r in records if r.group == g["label"]]
@@ -103,14 +114,54 @@ def results_table(comparison: dict[str, Any], records: list[RunRecord], name: st
         runs = str(g["n"]) + (" (" + ", ".join(f"+{n} {s}" for s, n in extra.items()) + ")" if extra else "")
         vs = g.get("vs_baseline")
         if vs is None:
-            diff, p, verdict = "baseline", "", ""
+            diff, p, p_holm, verdict = "baseline", "", "", ""
         else:
             diff = f"{fmt_signed(vs.get('diff'))} {fmt_ci(vs.get('ci'))}"
             p = "—" if vs.get("p") is None else f"{vs['p']:.3g}"
-            verdict = vs.get("verdict", "") + (f" ({vs['test']})" if vs.get("test") else "") + \
-                (f"; {vs['note']}" if vs.get("note") else "")
-        rows.append([g["label"], runs, fmt_mean_ci(g.get("mean"), g.get("ci")), diff, p, verdict])
-    return md_table(["group", "runs", f"{name} (mean [95% CI])", "Δ vs baseline [95% CI]", "p", "verdict"], rows)
+            p_holm = "—" if vs.get("p") is None else f"{adjusted[g['label']]:.3g}"
+            said = vs.get("verdict", "")
+            if k > 1 and said in ("better", "worse") and adjusted[g["label"]] > ALPHA:
+                said = "not distinguishable after Holm"
+            verdict = said + (f" ({vs['test']})" if vs.get("test") else "") + (f"; {vs['note']}" if vs.get("note") else "")
+        rows.append([g["label"], runs, fmt_mean_ci(g.get("mean"), g.get("ci")), diff, p,
+                     *([p_holm] if k > 1 else []), *([verdict] if verdicts else [])])
+    head = ["group", "runs", f"{name} (mean [95% CI])", "Δ vs baseline [95% CI]", "p",
+            *([f"p Holm (k={k})"] if k > 1 else []), *(["verdict"] if verdicts else [])]
+    note = [f"p Holm (k={k}): p adjusted by Holm's procedure across the {k} comparisons against the baseline"
+            + ("; the verdict column reads the adjusted p (the intervals are not adjusted)." if verdicts else ".")]
+    return md_table(head, rows) + (["", *note] if k > 1 else [])
+
+
+def family_lines(family: Family | None) -> list[str]:
+    """The "Multiple comparisons" section's body: the tests the rule read, k, raw and Holm-adjusted p."""
+    if family is None:
+        return ["The rule reads no test against a baseline: there is nothing to correct.", ""]
+    if family.k == 1:
+        p = "—" if family.p[0] is None else f"{family.p[0]:.3g}"
+        return [f"The rule reads one comparison ({family.what}): k = 1, so Holm's correction leaves its p as it is "
+                f"(p = {p}{', ' + family.readings[0] if family.readings else ''}).", ""]
+    rows = [[label, "—" if p is None else f"{p:.3g}", "—" if p is None else f"{adj:.3g}",
+             family.readings[i] if i < len(family.readings) else ""]
+            for i, (label, p, adj) in enumerate(zip(family.labels, family.p, family.adjusted))]
+    return [f"Holm's correction across the k = {family.k} comparisons the rule reads ({family.what}), family-wise "
+            f"α = {ALPHA:g}: a comparison counts only when its Holm-adjusted p is ≤ {ALPHA:g}, and the verdict reads "
+            "the adjusted values (a comparison without a p-value counts as p = 1).", "",
+            *md_table(["comparison", "raw p", "Holm-adjusted p", "reading (after the correction)"], rows), ""]
+
+
+def seeds_lines(finding: Finding, need: SeedsNeeded | None) -> list[str]:
+    """The seeds-needed paragraph: only against the finding's pre-registered SESOI, never the observed effect."""
+    if finding.sesoi is None or need is None:
+        return []
+    test = ("paired t-test on the per-seed differences" if need.test == "paired" else
+            "two-sample t-test (equal seeds per group)")
+    spread = "sd of the per-seed differences" if need.test == "paired" else "pooled sd"
+    how_many = (f"about {need.n} seeds per group give" if need.n is not None else
+                "more than 10,000 seeds per group would be needed for")
+    return [f"**Seeds needed (against the pre-registered smallest effect of interest).** SESOI = {finding.sesoi:g} "
+            f"nats: {finding.sesoi_why} At the spread observed here ({spread} {need.sd:.4f} nats, n = {need.n_now}), "
+            f"{how_many} the {test}, two-sided at 95%, 80% power against a true difference of {finding.sesoi:g} "
+            "nats (exact power from the noncentral t; the spread is an estimate from this sweep).", ""]
 
 
 def _sentence(text: str) -> str:
@@ -123,20 +174,6 @@ def _duration(s: float | None) -> str:
     s = int(round(s))
     h, m, sec = s // 3600, s % 3600 // 60, s % 60
     return f"{h} h {m:02d} min" if h else f"{m} min {sec:02d} s" if m else f"{sec} s"
-
-
-def _data_text(cfg: dict[str, Any]) -> str:
-    src = cfg.get("data.source")
-    if src == "embedded":
-        return "the embedded corpus (Python's help topics, `tokenizer/corpus.py`), last 10% held out"
-    if src == "text":
-        paths = cfg.get("data.paths") or []
-        return f"local text {', '.join(f'`{p}`' for p in paths)} (`data=text`), last {cfg.get('data.val_fraction', 0.1):g} held out"
-    if src == "hf":
-        return f"`{cfg.get('data.name')}` (`data=hf`/`tinystories`), {cfg.get('data.max_documents')} documents at most"
-    if src == "tokens":
-        return f"token files `{cfg.get('data.train_path')}`"
-    return str(src)
 
 
 def as_run(meta: dict[str, Any], records: list[RunRecord]) -> list[str]:
@@ -152,8 +189,9 @@ def as_run(meta: dict[str, Any], records: list[RunRecord]) -> list[str]:
     jobs = meta.get("jobs", 1)
     launcher = (f"`{meta.get('launcher')}`: {jobs} job{'s' if jobs != 1 else ''} at a time, "
                 f"{cfg.get('train.num_threads') or 'cpu_count / jobs'} torch thread(s) each")
+    data = used_text(meta["data"]) if meta.get("data") else "not recorded"
     lines = [
-        f"- Data: {_data_text(cfg)}.",
+        f"- Data actually used: {data}.",
         f"- Tokenizer: byte-level BPE, vocab {cfg.get('tokenizer.vocab_size')}.",
         f"- Model: d_model {cfg.get('model.d_model')}, {cfg.get('model.n_layers')} layers, {cfg.get('model.n_heads')} "
         f"heads, n_ctx {cfg.get('train.n_ctx')}, batch {cfg.get('train.batch_size')} (first run; the sweep varies "
@@ -178,30 +216,98 @@ def _counts(items) -> dict[str, int]:
     return out
 
 
-def render_doc(finding: Finding, verdict: Verdict, comparison: dict[str, Any], records: list[RunRecord],
-               meta: dict[str, Any], figures: Sequence[str], fig_dir_name: str) -> str:
-    """The doc's markdown. `figures`: file names present in the figure dir (finding.figures order kept);
-    `fig_dir_name`: the figure dir relative to the doc (links are relative)."""
+def setup_lines(meta: dict[str, Any]) -> list[str]:
+    """The setup check as computed at run time (meta["setup"], finding.json), and when the doc was written
+    (meta["setup_doc"]) if the files changed in between."""
+    if not meta.get("setup"):
+        return ["**Setup hashes not recorded.** This sweep ran before registration existed (its finding.json holds "
+                "no setup check), so this doc cannot say whether the setup changed.", ""]
+    c = SetupCheck.from_meta(meta["setup"])
+    record = f"`{REGISTERED.as_posix()}/{c.name}.json`"
+    if c.status == "unchanged":
+        files = "; ".join(f"`{f.path}` sha256 `{f.sha256}`" for f in c.files)
+        lines = [f"**Setup unchanged since registration on {c.registered}**: at run time the files hashed to the "
+                 f"registered values ({files}; the registration: {record})."]
+    elif c.status == "changed":
+        lines = [f"**Setup changed since registration on {c.registered}**: at run time "
+                 f"{', '.join(f'`{p}`' for p in c.changed_paths())} differed from the registered text ({record}). A "
+                 "smoke run reports this; a full run refuses it (a changed setup is a new version). The diff, "
+                 "registered → as run:", "", "```diff", c.diff().rstrip("\n"), "```"]
+    else:
+        lines = [f"**Not registered**: at run time there was no {record}, so nothing fixed this setup before the run "
+                 "(a full run refuses this)."]
+    if c.note:
+        lines += ["", f"Registration note: {c.note}"]
+    now = SetupCheck.from_meta(meta["setup_doc"]) if meta.get("setup_doc") else None
+    if now is not None and [f.sha256 for f in now.files] != [f.sha256 for f in c.files]:
+        lines += ["", "**Changed since the run**: when this doc was written the files differed from their state at "
+                  "run time, so the rule that judged the runs is the module as it is now"
+                  + (": diff, registered → now:" if now.diff() else "."), ""]
+        lines += ["```diff", now.diff().rstrip("\n"), "```"] if now.diff() else []
+    return lines + [""]
+
+
+def pipeline_lines(meta: dict[str, Any], records: list[RunRecord]) -> list[str]:
+    """A smoke doc's "Pipeline: OK / failed" line, naming what failed."""
+    problems = (meta.get("pipeline") or {}).get("problems", [])
+    if problems:
+        return [f"**Pipeline failed.** {'; '.join(problems)}.", ""]
+    return [f"**Pipeline OK.** All {len(records)} runs produced a result, and the report, the rule and this doc "
+            "were built from them.", ""]
+
+
+def tried_lines(meta: dict[str, Any], records: list[RunRecord], finding: Finding) -> list[str]:
+    """"What was tried", from what this command knows: this sweep dir's runs and attempts, and the setup check."""
+    status = (meta.get("setup") or {}).get("status", "not recorded")
+    setup = {"unchanged": "unchanged since its registration", "changed": "changed since its registration",
+             "unregistered": "not registered", "not recorded": "not checked (no registration at the time)"}[status]
+    attempts = int(meta.get("attempts") or 1)
+    counts = ", ".join(f"{n} {s}" for s, n in _counts(r.status for r in records).items())
+    return [f"**What was tried.** This sweep: {len(records)} runs ({counts}) in `{meta.get('sweep_dir', '?')}`, "
+            f"{attempts} attempt{'s' if attempts != 1 else ''}{' (stopped, then resumed)' if attempts > 1 else ''}; "
+            f"the setup {setup}. This command knows only this sweep dir: runs made outside it (earlier attempts, "
+            "earlier versions) are disclosed only where the finding says so"
+            + (" (\"Written after seeing the results\" below)" if finding.post_hoc else "") + ".", ""]
+
+
+def newer_block(newer: Sequence[str]) -> list[str]:
+    """The pointer an earlier version's doc carries to the newer versions of its finding (between markers)."""
+    if not newer:
+        return []
+    links = ", ".join(f"[{n}]({n}.md)" for n in newer)
+    return [NEWER_START, f"> **Superseded.** A newer version of this finding, with its own registered setup: {links}. "
+            "This doc is kept as the record of its own run.", NEWER_END, ""]
+
+
+def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, Any], records: list[RunRecord],
+               meta: dict[str, Any], figures: Sequence[str], fig_dir_name: str, newer: Sequence[str] = ()) -> str:
+    """The doc's markdown. `verdict`: the rule's (None only in a smoke doc whose rule failed); `figures`: file names
+    present in the figure dir (finding.figures order kept); `fig_dir_name`: the figure dir relative to the doc;
+    `newer`: the names of newer versions of this finding."""
     smoke = bool(meta.get("smoke"))
-    head = {"name": finding.name, "verdict": verdict.outcome, "key_number": verdict.key_number, "smoke": smoke,
+    setup = meta.get("setup") or {}
+    head = {"name": finding.name, "verdict": None if smoke else verdict.outcome,
+            "key_number": None if smoke else verdict.key_number, "smoke": smoke,
+            **({"pipeline": "failed" if (meta.get("pipeline") or {}).get("problems") else "OK"} if smoke else {}),
+            "setup": setup.get("status", "not recorded"), "registered": setup.get("registered"),
             "generated": meta.get("generated"), "runs": len(records)}
-    lines = [f"<!-- archlab-finding: {json.dumps(head, ensure_ascii=False)} -->", f"# {finding.title}", ""]
+    lines = [f"<!-- archlab-finding: {json.dumps(head, ensure_ascii=False)} -->", f"# {finding.title}", "",
+             *newer_block(newer)]
     if smoke:
         lines += ["> **Smoke run: not a result.** A seconds-long version of the sweep (tiny model, a few steps, 2 seeds) "
-                  "that only shows the pipeline works end to end; the verdict below means nothing.", ""]
+                  "that only checks that the pipeline runs end to end; no verdict is drawn from it.", "",
+                  *pipeline_lines(meta, records)]
     lines += [f"**Claim.** {finding.claim}", "", f"**Source.** {finding.citation}.", "",
-              f"**The paper's number.** {finding.paper_number}", "",
-              f"**Verdict: {verdict.outcome}.** {verdict.key_number}.", "",
-              "## Setup (pre-registered)", "",
-              "Fixed in code (`experiments/findings/" + finding.name + ".py`, `conf/experiment/" + finding.experiment
-              + ".yaml`) before the full run; nothing was changed after seeing results.", "",
-              f"- Data: `{shell_join(DATA_DEFAULT)}` (TinyStories v1, the head of the train split, lowercased, 4.2 MB; "
-              "the last 10% of the text held out), the findings command's default; `data=tinystories` (the hub's "
-              "TinyStories, first 100k stories) as the alternative.", "", finding.setup, "",
-              "**As run.**", "", *as_run(meta, records), ""]
+              f"**The paper's number.** {finding.paper_number}", ""]
+    if not smoke:
+        lines += [f"**Verdict: {verdict.outcome}.** {verdict.key_number}.", ""]
+    lines += ["## Setup (registered)", "", *setup_lines(meta),
+              f"- Data of the full run: `{shell_join(DATA_DEFAULT)}` (TinyStories v1, the head of the train split, "
+              "lowercased, 4.2 MB; the last 10% of the text held out), the findings command's default; "
+              "`data=tinystories` (the hub's TinyStories, first 100k stories) as the alternative.", "", finding.setup,
+              "", "**As run.**", "", *as_run(meta, records), ""]
     lines += ["## Figures", ""]
-    shown = [f for f in finding.figures if f in figures]
-    for f in shown:
+    for f in (f for f in finding.figures if f in figures):
         lines += [f"![{f}]({fig_dir_name}/{f})", "", f"*{FIGURE_CAPTIONS.get(f, f)}*", ""]
     missing = [f for f in finding.figures if f not in figures]
     if missing:
@@ -210,20 +316,23 @@ def render_doc(finding: Finding, verdict: Verdict, comparison: dict[str, Any], r
     lines += ["## Results", "",
               f"Final validation loss per group, mean and 95% t-interval over seeds; differences against the baseline "
               f"`{baseline}` (paired by seed when both groups ran the same seeds, else Welch), from the report's "
-              "`comparison.json`.", "", *results_table(comparison, records), ""]
-    for t in verdict.tables:
-        lines += [f"**{t.title}**", "", *md_table(t.header, t.rows), ""]
-    lines += [f"## Verdict: {verdict.outcome}", "", verdict.explanation, ""]
-    for part, outcome, text in verdict.parts:
-        lines += [f"- **{part} part: {outcome}.** {text}"]
-    if verdict.parts:
-        lines += [""]
-    lines += [f"**Rule (pre-registered).** {finding.rule_text}", ""]
-    if verdict.outcome != "reproduced":
-        lines += ["## What was tried / likely reason", "",
-                  "**What was tried.** The pre-registered setup above, run once as written; no setting was tuned after "
-                  "seeing the result.", "",
-                  f"**Likely reason.** {_sentence(verdict.likely_reason) or 'The rule gave no reason.'}", ""]
+              "`comparison.json`" + (" (numbers only: a smoke run is not read)." if smoke else "."),
+              "", *results_table(comparison, records, verdicts=not smoke), ""]
+    if not smoke:
+        for t in verdict.tables:
+            lines += [f"**{t.title}**", "", *md_table(t.header, t.rows), ""]
+        lines += ["## Multiple comparisons", "", *family_lines(verdict.family)]
+        lines += [f"## Verdict: {verdict.outcome}", "", verdict.explanation, ""]
+        lines += [f"- **{part} part: {outcome}.** {text}" for part, outcome, text in verdict.parts]
+        lines += [""] if verdict.parts else []
+        lines += [*seeds_lines(finding, verdict.seeds_needed), f"**Rule (registered).** {finding.rule_text}", ""]
+        if verdict.outcome != "reproduced":
+            lines += ["## What was tried / likely reason", "", *tried_lines(meta, records, finding),
+                      f"**Likely reason.** {_sentence(verdict.likely_reason) or 'The rule gave no reason.'}", ""]
+    if finding.post_hoc:
+        lines += ["## Written after seeing the results (post hoc)", "",
+                  "Not part of the registered setup or rule: text added to the finding after results were seen, shown "
+                  "here so that this doc discloses it.", "", finding.post_hoc, ""]
     lines += command_section(finding.name, list(meta.get("args", [])))
     if meta.get("sweep_dir"):
         lines += [f"Runs and the full report of this doc: `{meta['sweep_dir']}/report/report.html` (not committed).", ""]
@@ -243,46 +352,3 @@ def write_doc(doc_path: Path, text_for, figures: Sequence[Path]) -> Path:
             present.append(src.name)
     doc_path.write_text(text_for(present, fig_dir.name))
     return doc_path
-
-
-# -- the index ---------------------------------------------------------------------------------------------------
-
-
-def read_meta(doc_path: Path) -> dict[str, Any] | None:
-    """The metadata comment of a finding doc, or None (no file, no comment, bad JSON)."""
-    try:
-        m = META_RE.search(Path(doc_path).read_text())
-        return json.loads(m.group(1)) if m else None
-    except (OSError, ValueError):
-        return None
-
-
-def index_table(findings: Sequence[Finding], docs_dir: Path) -> list[str]:
-    rows = []
-    for f in findings:
-        meta = read_meta(docs_dir / f"{f.name}.md")
-        if meta and not meta.get("smoke"):
-            rows.append([f.title, f.paper, f"**{meta.get('verdict')}**", meta.get("key_number", "—"),
-                         f"[{f.name}.md]({f.name}.md)"])
-        else:
-            rows.append([f.title, f.paper, "not run yet", "—", f"`{f.name}`"])
-    return md_table(["claim", "paper", "verdict", "key number (95% CI)", "doc"], rows)
-
-
-def write_index(findings: Sequence[Finding], docs_dir: Path) -> Path:
-    """Rewrite the table between the index markers of docs_dir/README.md (create the file, or append the markers,
-    when missing); nothing else in the README changes. Returns its path."""
-    docs_dir = Path(docs_dir)
-    docs_dir.mkdir(parents=True, exist_ok=True)
-    path = docs_dir / "README.md"
-    block = "\n".join([INDEX_START, *index_table(findings, docs_dir), INDEX_END])
-    text = path.read_text() if path.is_file() else "# Findings\n\n"
-    if INDEX_START in text and INDEX_END in text:
-        before, rest = text.split(INDEX_START, 1)
-        after = rest.split(INDEX_END, 1)[1]
-        text = before + block + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-    return path
-

@@ -6,8 +6,11 @@ measurement; what it returns: a Verdict. Plus the few statistics helpers the rul
 
 Records are plain data (no Run objects, no files), so tests build them by hand. The intervals are
 experiments/compare/significance.py's (t-interval of a mean; paired-by-seed or Welch difference), the same numbers
-the report's "Differences vs baseline" shows.
-Not handled: loading runs (experiments.compare), rendering (doc.py).
+the report's "Differences vs baseline" shows. A Verdict carries the family of tests its rule read (multiple.py:
+Holm's correction across them) and, for a finding with a pre-registered smallest effect of interest (SESOI), the
+seeds that would give 80% power against it at the observed spread (never against the observed effect).
+Not handled: loading runs (experiments.compare), rendering (doc.py). scipy (through experiments.compare.significance)
+is imported inside the functions that need it: it takes seconds to import and `--list` needs none of it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from experiments.findings.multiple import Family
 from experiments.rundir.layout import RunStatus
 
 OUTCOMES = ("reproduced", "partly", "not reproduced")
@@ -48,6 +52,18 @@ class Table:
 
 
 @dataclass(frozen=True)
+class SeedsNeeded:
+    """Seeds per group at which the comparison's t-test (two-sided, 95%) has 80% power against a true difference of
+    the finding's SESOI, taking the observed spread as the truth."""
+
+    sesoi: float  # the pre-registered smallest effect of interest, in the metric's units
+    n: int | None  # seeds per group; None: more than experiments.compare.significance.MAX_SEEDS
+    sd: float  # paired: sd of the per-seed differences; welch: the pooled sd of the two groups
+    test: str  # "paired" | "welch"
+    n_now: int  # seeds per group in this sweep (pairs when paired)
+
+
+@dataclass(frozen=True)
 class Verdict:
     outcome: str  # one of OUTCOMES
     explanation: str  # one paragraph, with the numbers
@@ -55,6 +71,8 @@ class Verdict:
     likely_reason: str = ""  # "What was tried / likely reason" text, filled when the outcome is not "reproduced"
     tables: list[Table] = field(default_factory=list)
     parts: list[tuple[str, str, str]] = field(default_factory=list)  # (part, outcome, explanation), multi-part findings
+    family: Family | None = None  # the tests the rule read, Holm-corrected (multiple.py)
+    seeds_needed: SeedsNeeded | None = None  # only for a finding with a SESOI
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -76,6 +94,10 @@ class Evidence:
         block = self.metric(name)
         return next((g for g in (block or {}).get("groups", []) if matches(g.get("keys", {}), keys)), None)
 
+    def baseline_keys(self, name: str = "final val/loss") -> dict[str, Any] | None:
+        """The --by values of the baseline group in comparison.json, else None."""
+        return next((g.get("keys", {}) for g in (self.metric(name) or {}).get("groups", []) if g.get("baseline")), None)
+
     def runs(self, keys: dict[str, Any], statuses: Sequence[str] | None = (RunStatus.COMPLETED,)) -> list[RunRecord]:
         """Records of the group with `keys` (all statuses when statuses is None)."""
         return [r for r in self.records if matches(r.keys, keys) and (statuses is None or r.status in statuses)]
@@ -89,10 +111,12 @@ def matches(have: dict[str, Any], want: dict[str, Any]) -> bool:
 # -- the two-group rule (swiglu_vs_gelu, rope_vs_learned) ------------------------------------------------
 
 
-def lower_than_baseline(ev: Evidence, group: dict, names: tuple[str, str]) -> Verdict:
+def lower_than_baseline(ev: Evidence, group: dict, names: tuple[str, str], sesoi: float | None = None) -> Verdict:
     """The shared two-group rule (swiglu_vs_gelu, rope_vs_learned), read from comparison.json: reproduced when the
     95% CI of group − baseline final val/loss lies below 0; else not reproduced, read as "not distinguishable at this
-    n" (CI covers 0) or "<baseline> better" (CI above 0). names = (group name, baseline name)."""
+    n" (CI covers 0) or "<baseline> better" (CI above 0). names = (group name, baseline name). One comparison: a
+    family of k = 1 (Holm leaves its p as it is). `sesoi`: the finding's smallest effect of interest (nats), for
+    the seeds-needed line; None gives none."""
     row = ev.group_row(group)
     vs = (row or {}).get("vs_baseline") or {}
     ci, diff = vs.get("ci"), vs.get("diff")
@@ -113,12 +137,16 @@ def lower_than_baseline(ev: Evidence, group: dict, names: tuple[str, str]) -> Ve
         likely = (f"{base} is better by a resolvable margin: the claim does not hold in this setup (small model, "
                   f"short training, one lr for both).")
     else:
-        need = vs.get("seeds_needed")
-        likely = ("The difference is within seed noise at this n" +
-                  (f"; about {need} seeds per group would resolve a difference of this size" if need else "") +
-                  ". The paper measured its effect on far larger models trained far longer; at this model size and "
-                  "token budget the gap may not have opened yet, or be smaller than the seed-to-seed spread.")
-    return Verdict(outcome, explanation, f"{what} − {base} = {fmt_signed(diff)} {fmt_ci(ci)} nats", likely)
+        likely = ("The difference is within seed noise at this n. The paper measured its effect on far larger models "
+                  "trained far longer; at this model size and token budget the gap may not have opened yet, or be "
+                  "smaller than the seed-to-seed spread.")
+    family = Family(f"{what} − {base} final val/loss against 0 ({vs.get('test') or 'no'} t-test)", (f"{what} − {base}",),
+                    (vs.get("p"),), (reading,))
+    base_keys = ev.baseline_keys()
+    need = (seeds_for_sesoi(ev.runs(group), ev.runs(base_keys), "final val/loss", sesoi)
+            if sesoi is not None and base_keys is not None else None)
+    return Verdict(outcome, explanation, f"{what} − {base} = {fmt_signed(diff)} {fmt_ci(ci)} nats", likely,
+                   family=family, seeds_needed=need)
 
 
 # -- statistics --------------------------------------------------------------------------------------------------
@@ -132,6 +160,14 @@ def mean_ci(values: Iterable[float | None]) -> tuple[float | None, tuple[float, 
     return (sum(v) / len(v) if v else None), t_ci(v), len(v)
 
 
+def _values(rs: Sequence[RunRecord], key: str, substitute: dict[str, float] | None = None
+            ) -> tuple[list[Any], list[float]]:
+    """(seeds, values) of the records that have `key` (or a substitute for their status)."""
+    pairs = [(r.seed, (substitute or {}).get(r.status, r.get(key))) for r in rs]
+    kept = [(s, v) for s, v in pairs if v is not None]
+    return [s for s, _ in kept], [float(v) for _, v in kept]
+
+
 def difference(group: Sequence[RunRecord], base: Sequence[RunRecord], key: str, higher_better: bool | None = None,
                substitute: dict[str, float] | None = None):
     """significance.difference of `key` between two lists of records (paired by seed when the seeds allow).
@@ -140,17 +176,47 @@ def difference(group: Sequence[RunRecord], base: Sequence[RunRecord], key: str, 
     from experiments.compare.significance import difference as diff
     from experiments.compare.stats import higher_is_better
 
-    def values(rs: Sequence[RunRecord]) -> tuple[list[Any], list[float]]:
-        pairs = [(r.seed, (substitute or {}).get(r.status, r.get(key))) for r in rs]
-        kept = [(s, v) for s, v in pairs if v is not None]
-        return [s for s, _ in kept], [float(v) for _, v in kept]
-
-    seeds, x = values(group)
-    base_seeds, y = values(base)
+    seeds, x = _values(group, key, substitute)
+    base_seeds, y = _values(base, key, substitute)
     if not x or not y:
         return None
     hb = higher_is_better(key) if higher_better is None else higher_better
     return diff(x, y, hb, seeds=seeds, base_seeds=base_seeds)
+
+
+def seeds_for_sesoi(group: Sequence[RunRecord], base: Sequence[RunRecord], key: str,
+                    sesoi: float) -> SeedsNeeded | None:
+    """Seeds per group for 80% power against a true difference of `sesoi` in `key`, with the test `difference`
+    would use (paired by seed when the seeds allow, else the equal-n two-sample test) and the observed spread as
+    the truth; None when a side has fewer than 2 values or there is no spread to estimate."""
+    import numpy as np
+
+    from experiments.compare.significance import pairable, pooled_sd, seeds_needed
+
+    seeds, x = _values(group, key)
+    base_seeds, y = _values(base, key)
+    if min(len(x), len(y)) < 2:
+        return None
+    if pairable(seeds, base_seeds):
+        by_seed = dict(zip(base_seeds, y))
+        d = np.asarray(x) - np.asarray([by_seed[s] for s in seeds])  # (n,) per-seed differences
+        test, sd, n_now = "paired", float(d.std(ddof=1)), len(d)
+    else:
+        test, sd, n_now = "welch", pooled_sd(np.asarray(x), np.asarray(y)), min(len(x), len(y))
+    if not sd > 0:
+        return None
+    return SeedsNeeded(sesoi, seeds_needed(sesoi, sd, paired=test == "paired"), sd, test, n_now)
+
+
+def p_against(values: Iterable[float | None], value: float) -> float | None:
+    """Two-sided p of the one-sample t-test of mean(values) = value (the test behind mean_ci's interval: p < 0.05
+    exactly when the 95% interval excludes `value`); None when mean_ci gives no interval (n < 2, zero spread)."""
+    from scipy import stats
+
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if mean_ci(v)[1] is None:
+        return None
+    return float(stats.ttest_1samp(v, value).pvalue)
 
 
 def fmt(v: float | None, digits: int = 3) -> str:

@@ -1,13 +1,18 @@
 """Finding `kaplan_aspect_ratio`: at a fixed non-embedding parameter count the loss barely depends on the aspect
 ratio d_model / n_layers over a wide range, and worsens at the extremes.
 
-Kaplan et al. 2020, "Scaling Laws for Neural Language Models", https://arxiv.org/abs/2001.08361 (Fig. 5).
-Pre-registered: conf/experiment/finding_kaplan_aspect_ratio.yaml (the iso800k presets of arch/presets.py).
+Kaplan et al. 2020, "Scaling Laws for Neural Language Models", https://arxiv.org/abs/2001.08361 (Fig. 5). Sweep:
+conf/experiment/finding_kaplan_aspect_ratio.yaml (the iso800k presets of arch/presets.py, which the registration
+does not hash); registered: experiments/findings/registered/kaplan_aspect_ratio.json (the text and sha256 of this
+module and of the sweep YAML).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from experiments.findings.evidence import Evidence, Table, Verdict, difference, fmt, fmt_ci, fmt_mean_ci, fmt_signed, mean_ci
+from experiments.findings.multiple import Family
 
 NAME = "kaplan_aspect_ratio"
 TITLE = "Loss depends weakly on depth vs width at a fixed parameter count"
@@ -34,7 +39,10 @@ FIGURES = ("aspect_ratio.png", "final_val_loss.png", "curve_val_loss.png")
 SMOKE_SHAPE = False  # the presets are the sweep
 RULE = ("g = (mean final val/loss of a shape − the best shape's mean) / the best shape's mean. **Reproduced** if the "
         "three middle shapes (l2, l4, l8) all have g < 3% AND at least one extreme (l1 or l16) has g > 3% with its "
-        "difference-vs-best 95% CI excluding 0; **partly** if only the middle condition holds; else **not reproduced**.")
+        "difference vs the best shape resolved: the t-test of that difference (paired by seed, else Welch) rejects "
+        "0 at α = 0.05 after Holm's correction across the extremes compared (k = 2, or 1 when an extreme is the "
+        "best; uncorrected, it rejects exactly when the 95% CI excludes 0); **partly** if only the middle condition "
+        "holds; else **not reproduced**.")
 
 GAP = 0.03
 MIDDLE = (2, 4, 8)
@@ -57,8 +65,14 @@ def rule(ev: Evidence) -> Verdict:
     gaps = {n: (s[0] - best_mean) / best_mean for n, s in stats.items()}
     diffs = {n: difference(stats[n][3], stats[best][3], "final val/loss") if n != best else None for n in stats}
     middle_ok = all(n in gaps and gaps[n] < GAP for n in MIDDLE)
-    extreme_ok = [n for n in EXTREMES if n in gaps and gaps[n] > GAP and diffs[n] is not None and diffs[n].ci
-                  and not diffs[n].ci[0] <= 0 <= diffs[n].ci[1]]
+    compared = [n for n in EXTREMES if n in gaps and n != best]  # the extremes read against the best shape
+    family = Family("each extreme shape's final val/loss against the best shape's (t-test, paired by seed or Welch)",
+                    tuple(f"l{n} − l{best}" for n in compared),
+                    tuple(diffs[n].p if diffs[n] is not None else None for n in compared))
+    extreme_ok = [n for i, n in enumerate(compared) if gaps[n] > GAP and family.rejects(i)]
+    family = replace(family, readings=tuple(
+        ("resolved" if family.rejects(i) else "not resolved") + f", g {100 * gaps[n]:.2f}%"
+        + (" > 3%" if gaps[n] > GAP else " ≤ 3%") for i, n in enumerate(compared)))
     outcome = "reproduced" if middle_ok and extreme_ok else "partly" if middle_ok else "not reproduced"
 
     rows = []
@@ -78,7 +92,7 @@ def rule(ev: Evidence) -> Verdict:
     gap_text = ", ".join(f"l{n} {100 * gaps[n]:.2f}%" for n in shapes if n in gaps)
     explanation = (f"Best shape: l{best} (mean final val/loss {fmt(best_mean)}). Relative gaps g: {gap_text}. Middle "
                    f"shapes l2/l4/l8 all under {100 * GAP:.0f}%: {'yes' if middle_ok else 'no'}. Extremes over "
-                   f"{100 * GAP:.0f}% with a difference-vs-best CI excluding 0: "
+                   f"{100 * GAP:.0f}% with a difference vs best resolved after Holm's correction (k = {family.k}): "
                    f"{', '.join(f'l{n}' for n in extreme_ok) if extreme_ok else 'none'}. Verdict: {outcome}.")
     if outcome == "reproduced":
         likely = ""
@@ -97,4 +111,4 @@ def rule(ev: Evidence) -> Verdict:
     table = Table("Final val/loss per shape (mean [95% CI]), gap to the best shape, difference vs best [95% CI]",
                   ["shape (n_layers × d_model)", "d_model / n_layers", "non-emb params", "FLOPs per run",
                    "final val/loss", "g", "Δ vs best", "n"], rows)
-    return Verdict(outcome, explanation, key, likely, [table])
+    return Verdict(outcome, explanation, key, likely, [table], family=family)

@@ -5,16 +5,19 @@ its sweep, conf/experiment/finding_<name>.yaml).
     f = get_finding("rope_vs_learned"); f.claim, f.by, f.rule(evidence)
 
 Each claim lives in its own module (alibi_extrapolation.py, ...) as plain module constants and a `rule(ev)`
-function, written before any full run (pre-registered); `Finding.from_module` gathers them. The smoke overrides
-shared by every finding are here too.
-Not handled: running anything (cli.py), rendering (doc.py).
+function; `Finding.from_module` gathers them. The module and its sweep YAML are fixed by a registration
+(registration.py) before a full run. A changed setup is a new version of the finding, a new name `<name>_v2`
+(`_v3`, ...) with its own module, YAML and registration; `versions(name)` lists a finding's versions, oldest first.
+The smoke overrides shared by every finding are here too.
+Not handled: running anything (cli.py), rendering (doc.py), the registration record (registration.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from experiments.findings.evidence import Evidence, Verdict
 
@@ -23,6 +26,7 @@ from experiments.findings.evidence import Evidence, Verdict
 SMOKE = ["tokenizer.vocab_size=1024", "train.n_ctx=32", "train.batch_size=4", "train.tokens=384",
          "train.eval_interval=3", "train.eval_batches=2", "train.ckpt_interval=3", "seed=0,1"]
 SMOKE_SHAPE = ["model.d_model=32", "model.n_heads=2", "model.n_layers=2"]
+VERSION = re.compile(r"^(?P<base>.+)_v(?P<n>[0-9]+)$")  # rope_vs_learned_v2: version 2 of rope_vs_learned
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class Finding:
     smoke_shape: bool = True  # apply SMOKE_SHAPE (False: the sweep itself varies the shape)
     measure: Callable[..., dict[str, Any]] | None = None  # measure(overrides, smoke, out_dir) after the sweep
     requires: Callable[[], str | None] | None = None  # why this finding cannot run in this checkout, or None
+    sesoi: float | None = None  # pre-registered smallest effect of interest (nats): the seeds-needed line's target
+    sesoi_why: str = ""  # one sentence: why that size
+    post_hoc: str = ""  # text written after seeing results, markdown; its own labelled section in the doc
 
     @property
     def experiment(self) -> str:
@@ -55,10 +62,31 @@ class Finding:
                    paper_number=m.PAPER_NUMBER, setup=m.SETUP, by=tuple(m.BY), baseline=dict(m.BASELINE),
                    rule_text=m.RULE, rule=m.rule, figures=tuple(m.FIGURES), smoke=tuple(getattr(m, "SMOKE", ())),
                    smoke_shape=getattr(m, "SMOKE_SHAPE", True), measure=getattr(m, "measure", None),
-                   requires=getattr(m, "requires", None))
+                   requires=getattr(m, "requires", None), sesoi=getattr(m, "SESOI", None),
+                   sesoi_why=getattr(m, "SESOI_WHY", ""), post_hoc=getattr(m, "POST_HOC", ""))
 
     def smoke_overrides(self) -> list[str]:
         return [*SMOKE, *(SMOKE_SHAPE if self.smoke_shape else []), *self.smoke]
+
+
+def split_version(name: str) -> tuple[str, int]:
+    """(base name, version): 'rope_vs_learned' -> ('rope_vs_learned', 1), 'rope_vs_learned_v2' -> (..., 2)."""
+    m = VERSION.match(name)
+    return (m["base"], int(m["n"])) if m and int(m["n"]) >= 2 else (name, 1)
+
+
+def versions(name: str, names: Sequence[str] | None = None) -> list[str]:
+    """The names among `names` (default: FINDINGS) that are versions of `name`'s finding, oldest first."""
+    base = split_version(name)[0]
+    same = [n for n in (FINDINGS if names is None else names) if split_version(n)[0] == base]
+    return sorted(same, key=lambda n: split_version(n)[1])
+
+
+def next_version(name: str, names: Sequence[str] | None = None) -> str:
+    """The name a changed setup of `name` gets: <base>_v<latest + 1>."""
+    base = split_version(name)[0]
+    latest = max([split_version(n)[1] for n in versions(name, names)] + [split_version(name)[1]])
+    return f"{base}_v{latest + 1}"
 
 
 def get_finding(name: str) -> Finding:

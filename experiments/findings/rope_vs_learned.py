@@ -2,7 +2,8 @@
 at the same token budget.
 
 Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding", https://arxiv.org/abs/2104.09864.
-Pre-registered: conf/experiment/finding_rope_vs_learned.yaml.
+Sweep: conf/experiment/finding_rope_vs_learned.yaml; registered:
+experiments/findings/registered/rope_vs_learned.json (the text and sha256 of this module and of the sweep YAML).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ RULE = ("**Reproduced** if the 95% CI of rope − learned final val/loss lies be
         "reproduced** otherwise, read as \"not distinguishable at this n\" (CI covers 0) or \"learned better\" (CI above "
         "0).")
 
+SESOI = 0.02  # nats: the smallest rope − learned difference of interest, for the seeds-needed line
+SESOI_WHY = ("0.02 nats is a 2% change in perplexity (e^0.02 ≈ 1.02), the margin this lab uses for \"no practical "
+             "difference\" (rmsnorm_vs_layernorm's loss tolerance); RoFormer gives no number of its own to scale it by.")
+
 
 def rule(ev: Evidence) -> Verdict:
-    return lower_than_baseline(ev, {"model.pos.kind": "rope"}, ("rope", "learned"))
+    return lower_than_baseline(ev, {"model.pos.kind": "rope"}, ("rope", "learned"), sesoi=SESOI)

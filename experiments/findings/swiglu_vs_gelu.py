@@ -1,8 +1,10 @@
 """Finding `swiglu_vs_gelu`: a SwiGLU MLP with hidden 8/3 · d_model (equal parameters) beats a GELU MLP with hidden
 4 · d_model at the same number of steps.
 
-Shazeer 2020, "GLU Variants Improve Transformer", https://arxiv.org/abs/2002.05202 (Table 1).
-Pre-registered: conf/experiment/finding_swiglu_vs_gelu.yaml; the (activation, d_mlp) pairs are conf/finding/ffn/.
+Shazeer 2020, "GLU Variants Improve Transformer", https://arxiv.org/abs/2002.05202 (Table 1). Sweep:
+conf/experiment/finding_swiglu_vs_gelu.yaml; the (activation, d_mlp) pairs are conf/finding/ffn/ (not hashed by the
+registration); registered: experiments/findings/registered/swiglu_vs_gelu.json (the text and sha256 of this module
+and of the sweep YAML).
 """
 
 from __future__ import annotations
@@ -37,9 +39,13 @@ RULE = ("**Reproduced** if the 95% CI of swiglu − gelu final val/loss lies bel
         "reproduced** otherwise: \"not distinguishable at this n\" when the CI covers 0, \"GELU better\" when it lies "
         "above 0.")
 
+SESOI = 0.02  # nats: the smallest swiglu − gelu difference of interest, for the seeds-needed line
+SESOI_WHY = ("half the paper's own difference (Table 1: −0.039 in log-perplexity, the same unit as our nats): a gap "
+             "smaller than half of it would not count as the paper's effect at this scale.")
+
 
 def rule(ev: Evidence) -> Verdict:
-    v = lower_than_baseline(ev, {"model.activation": "swiglu"}, ("swiglu", "gelu"))
+    v = lower_than_baseline(ev, {"model.activation": "swiglu"}, ("swiglu", "gelu"), sesoi=SESOI)
     params = {}
     for r in ev.records:
         if r.get("params"):

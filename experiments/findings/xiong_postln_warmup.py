@@ -2,8 +2,9 @@
 post-LN's gradients grow toward the output layers while pre-LN's are flat.
 
 Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture" (ICML 2020),
-https://arxiv.org/abs/2002.04745. Two parts: a training sweep (conf/experiment/finding_xiong_postln_warmup.yaml) and a
-measurement at init (measure_init.py). Pre-registered: setup and rules fixed before the full run.
+https://arxiv.org/abs/2002.04745. Two parts: a training sweep (conf/experiment/finding_xiong_postln_warmup.yaml) and
+a measurement at init (measure_init.py, not hashed by the registration). Registered:
+experiments/findings/registered/xiong_postln_warmup.json (the text and sha256 of this module and of the sweep YAML).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings.evidence import Evidence, Table, Verdict, difference, fmt_ci, fmt_signed
+from experiments.findings.multiple import Family
 from experiments.rundir.layout import RunStatus
 
 NAME = "xiong_postln_warmup"
@@ -98,7 +100,7 @@ def warmup_effect(ev: Evidence, norm: str, bad: float):
     return d, sum(r.status == RunStatus.DIVERGED for r in w0), sum(r.status == RunStatus.DIVERGED for r in w500), len(w0)
 
 
-def training_part(ev: Evidence) -> tuple[str, str, Table]:
+def training_part(ev: Evidence) -> tuple[str, str, Table, Family]:
     bad = diverged_value(ev)
     a, a_div0, a_div500, a_n = warmup_effect(ev, "post", bad)
     b, b_div0, b_div500, _ = warmup_effect(ev, "pre", bad)
@@ -127,7 +129,11 @@ def training_part(ev: Evidence) -> tuple[str, str, Table]:
                     a.test if a and a.test else "—", f"{a_div0} / {a_div500}", "holds" if cond_a else "fails"],
                    ["pre (B)", f"{fmt_signed(b.diff if b else None)} {fmt_ci(b.ci if b else None)}",
                     b.test if b and b.test else "—", f"{b_div0} / {b_div500}", "holds" if cond_b else "fails"]])
-    return outcome, text, table
+    family = Family("A, post-LN warmup 0 − warmup 500 final val/loss, against 0 (paired by seed or Welch); B's "
+                    "condition is the absence of a resolved effect, not a test that rejects, and the init part reads "
+                    "ratios per seed, no test", ("A (post-LN)",), (a.p if a else None,),
+                    ("holds" if cond_a else "fails",))
+    return outcome, text, table, family
 
 
 def ratios(rows: list[dict[str, Any]], init: str, norm: str) -> list[float | None]:
@@ -175,7 +181,7 @@ def _span(vs: list[float]) -> str:
 
 
 def rule(ev: Evidence) -> Verdict:
-    t_outcome, t_text, t_table = training_part(ev)
+    t_outcome, t_text, t_table, family = training_part(ev)
     i_outcome, i_text, i_table = init_part(ev.extra)
     if t_outcome == i_outcome == "reproduced":
         outcome = "reproduced"
@@ -202,4 +208,4 @@ def rule(ev: Evidence) -> Verdict:
     key = f"A (post-LN, warmup 0 − 500) = {t_key} nats; init {i_outcome} at xavier"
     tables = [t_table] + ([i_table] if i_table else [])
     return Verdict(outcome, explanation, key, ("; ".join(reasons) + ".") if reasons and outcome != "reproduced" else "",
-                   tables, parts=[("training", t_outcome, t_text), ("init", i_outcome, i_text)])
+                   tables, parts=[("training", t_outcome, t_text), ("init", i_outcome, i_text)], family=family)

@@ -1,0 +1,150 @@
+"""A finding's registration: the text and sha256 of its module and of its sweep YAML, fixed on a date and committed
+as experiments/findings/registered/<name>.json; and the check of the files as they are now against it.
+
+    register("rope_vs_learned", note="...")   # writes registered/rope_vs_learned.json; RegistrationError if present
+    c = check("rope_vs_learned")              # SetupCheck: c.status "unchanged" | "changed" | "unregistered"
+    c.diff()                                  # unified diff of the registered text against the files now
+    SetupCheck.from_meta(c.to_meta())         # as recorded in a sweep's finding.json
+
+The files are `experiments/findings/<name>.py` and `conf/experiment/finding_<name>.yaml`, named relative to ROOT
+(the repo), so the record reads the same in every clone. A registration is never overwritten: a changed setup is a
+new version of the finding (registry.next_version), with its own module, YAML and registration.
+Record (JSON): {"name", "registered": "YYYY-MM-DD", "note", "files": {"module" | "sweep": {"path", "sha256",
+"text"}}}.
+Not handled: what a change means for a run (cli.py refuses a full run, a smoke run reports it), rendering (doc.py),
+anything the module imports (evidence.py, the runner, the data): only the two files are fixed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenizer.outputs import atomic_write
+
+ROOT = Path(__file__).resolve().parents[2]  # the repo: every path below is relative to it
+REGISTERED = Path("experiments") / "findings" / "registered"
+
+
+class RegistrationError(ValueError):
+    """A registration that cannot be written or read; the message is one line."""
+
+
+def setup_paths(name: str) -> dict[str, Path]:
+    """The files a registration fixes, relative to ROOT: {"module": ..., "sweep": ...}."""
+    return {"module": Path("experiments") / "findings" / f"{name}.py",
+            "sweep": Path("conf") / "experiment" / f"finding_{name}.yaml"}
+
+
+def record_path(name: str) -> Path:
+    return ROOT / REGISTERED / f"{name}.json"
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return (ROOT / path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def load(name: str) -> dict[str, Any] | None:
+    """The registration record of `name`, or None when there is none; RegistrationError when it is unreadable."""
+    path = record_path(name)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        assert {"registered", "files"} <= set(record) and set(record["files"]) == set(setup_paths(name))
+        return record
+    except (OSError, ValueError, AssertionError, TypeError):
+        raise RegistrationError(f"{path.relative_to(ROOT)} is not a readable registration record") from None
+
+
+def register(name: str, note: str = "", date: str | None = None) -> Path:
+    """Write the registration of `name` (the files as they are now, today's date); RegistrationError when it is
+    already registered or a file is missing. Returns the record's path."""
+    if (old := load(name)) is not None:
+        raise RegistrationError(f"{name} is already registered ({old['registered']}, "
+                                f"{record_path(name).relative_to(ROOT)})")
+    files = {}
+    for role, path in setup_paths(name).items():
+        text = _read(path)
+        if text is None:
+            raise RegistrationError(f"cannot register {name}: {path} is missing")
+        files[role] = {"path": str(path), "sha256": sha256(text), "text": text}
+    record = {"name": name, "registered": date or time.strftime("%Y-%m-%d"), "note": note, "files": files}
+    path = record_path(name)
+    atomic_write(path, lambda f: f.write(json.dumps(record, indent=2, ensure_ascii=False) + "\n"), binary=False)
+    return path
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    role: str  # "module" | "sweep"
+    path: str
+    sha256: str | None  # now; None: the file is missing
+    registered_sha256: str | None  # None: not registered
+    diff: str = ""  # unified diff, registered text -> text now; "" when equal or not registered
+
+    @property
+    def unchanged(self) -> bool:
+        return self.sha256 is not None and self.sha256 == self.registered_sha256
+
+
+@dataclass(frozen=True)
+class SetupCheck:
+    """A finding's files against its registration, at one moment (run time, or when a doc is written)."""
+
+    name: str
+    registered: str | None  # the registration date; None: not registered
+    note: str
+    files: tuple[FileCheck, ...]
+
+    @property
+    def status(self) -> str:
+        if self.registered is None:
+            return "unregistered"
+        return "unchanged" if all(f.unchanged for f in self.files) else "changed"
+
+    def diff(self) -> str:
+        return "".join(f.diff for f in self.files)
+
+    def changed_paths(self) -> list[str]:
+        return [f.path for f in self.files if not f.unchanged]
+
+    def to_meta(self) -> dict[str, Any]:
+        return {"name": self.name, "registered": self.registered, "note": self.note, "status": self.status,
+                "files": [vars(f) for f in self.files]}
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> SetupCheck:
+        return cls(meta["name"], meta.get("registered"), meta.get("note", ""),
+                   tuple(FileCheck(**f) for f in meta.get("files", [])))
+
+
+def check(name: str) -> SetupCheck:
+    """The files of `name` now against its registration (RegistrationError when the record is unreadable)."""
+    record = load(name)
+    files = []
+    for role, path in setup_paths(name).items():
+        text = _read(path)
+        reg = (record or {}).get("files", {}).get(role)
+        diff = ""
+        if reg is not None and text is not None and sha256(text) != reg["sha256"]:
+            diff = "".join(difflib.unified_diff(reg["text"].splitlines(keepends=True), text.splitlines(keepends=True),
+                                                f"{path} (registered)", f"{path} (now)"))
+        elif reg is not None and text is None:
+            diff = f"--- {path} (registered)\n+++ {path} (now)\n(the file is missing)\n"
+        files.append(FileCheck(role, str(path), None if text is None else sha256(text),
+                               None if reg is None else reg["sha256"], diff))
+    return SetupCheck(name, None if record is None else record["registered"], (record or {}).get("note", ""),
+                      tuple(files))
