@@ -7,7 +7,9 @@ as experiments/findings/registered/<name>.json; and the check of the files as th
     SetupCheck.from_meta(c.to_meta())         # as recorded in a sweep's finding.json
 
 The files are `experiments/findings/<name>.py` and `conf/experiment/finding_<name>.yaml`, named relative to ROOT
-(the repo), so the record reads the same in every clone. A registration is never overwritten: a changed setup is a
+(the repo), so the record reads the same in every clone; in an installed package conf/ is `experiments/conf/` (as
+experiments.config.compose.conf_dir finds it), and the records are found only if the build ships
+`experiments/findings/registered/*.json` as package data. The sha256 is of the text (newlines read as \n). A registration is never overwritten: a changed setup is a
 new version of the finding (registry.next_version), with its own module, YAML and registration.
 Record (JSON): {"name", "registered": "YYYY-MM-DD", "note", "files": {"module" | "sweep": {"path", "sha256",
 "text"}}}.
@@ -49,9 +51,16 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _located(path: Path) -> Path:
+    """Where a file named relative to the repo is: ROOT/path, but conf/... inside an installed package's experiments/."""
+    if path.parts[0] == "conf" and (ROOT / "experiments" / "conf" / "train.yaml").is_file():
+        return ROOT / "experiments" / path
+    return ROOT / path
+
+
 def _read(path: Path) -> str | None:
     try:
-        return (ROOT / path).read_text()
+        return _located(path).read_text()
     except (OSError, UnicodeDecodeError):
         return None
 

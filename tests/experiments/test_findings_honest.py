@@ -191,6 +191,16 @@ def test_one_changed_byte_shows_the_diff_and_the_full_run_refuses(root, tmp_path
     assert json.loads((out / "finding.json").read_text())["setup"]["status"] == "unchanged"
 
 
+def test_an_installed_package_finds_its_sweep_yaml_under_experiments_conf(root):
+    registration.register("rope_vs_learned", date="2026-11-26")
+    installed = root / "experiments" / "conf"  # the wheel's layout: conf/ packaged as experiments/conf/
+    (root / "conf").rename(installed)
+    (installed / "train.yaml").write_text("# the installed conf/\n")
+    assert registration.check("rope_vs_learned").status == "unchanged"
+    _edit_one_byte(installed / "experiment" / "finding_rope_vs_learned.yaml", "lr: 2.0e-3", "lr: 3.0e-3")
+    assert registration.check("rope_vs_learned").changed_paths() == ["conf/experiment/finding_rope_vs_learned.yaml"]
+
+
 def test_a_full_run_of_an_unregistered_finding_refuses(root, tmp_path, monkeypatch, capsys):
     seen = _no_sweep(monkeypatch)
     assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "s"), "data=tinystories"]) == 2
