@@ -43,6 +43,7 @@ LOGGER_NAMES = ("disabled", "wandb_offline", "wandb_online")  # experiments.rund
 TASK_NAMES = ("lm", "seq2seq")  # experiments.run.tasks.TASKS
 EXTRAP = ("end", "every_eval", "never")
 DTYPES = ("auto", "fp32", "bf16", "fp16")
+SAMPLERS = ("random", "epoch")  # train.sampler: experiments.data.corpus.WindowSampler | experiments.data.epochs.EpochSampler
 
 
 @dataclass
@@ -77,6 +78,8 @@ class TrainConfig(Checked):
     n_ctx: int = ruled(MISSING, POS_INT)
     grad_accum: int = ruled(MISSING, POS_INT)
     grad_clip: float | None = ruled(MISSING, Rule("number", lo=0, lo_open=True, nullable=True))
+    sampler: str = ruled(MISSING, choice(SAMPLERS))  # random (with replacement) | epoch (each window once per epoch)
+    max_epochs: float | None = ruled(MISSING, Rule("number", lo=0, lo_open=True, nullable=True))
     log_interval: int = ruled(MISSING, POS_INT)
     eval_interval: int = ruled(MISSING, POS_INT)
     eval_batches: int = ruled(MISSING, POS_INT)

@@ -5,16 +5,22 @@
 
 `train.flops` (total training FLOPs, 6N + attention per token: each shape trains for flops / its own
 FLOPs-per-token tokens, so shapes compare at equal compute) > `train.tokens` > `train.steps`.
+check_epochs: how often the budget covers the train split (`train.max_epochs` refuses more; a random-window run
+past one epoch is warned about: some of its tokens are then certainly seen twice).
 Not handled: budgets in wall-clock time.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.config.errors import ConfigError
 from experiments.config.schema import TrainConfig
+
+log = logging.getLogger(__name__)
 
 
 def training_budget(tc: TrainConfig, flops_per_token: float) -> dict[str, Any]:
@@ -41,3 +47,20 @@ class Budget:
         steps = math.ceil(budget["tokens"] / tokens_per_step) if budget["tokens"] else tc.steps
         return cls(held=budget["held"], total_steps=steps, tokens_per_step=tokens_per_step,
                    flops_per_token=flops_per_token, grad_accum=tc.grad_accum)
+
+
+def check_epochs(tc: TrainConfig, budget: Budget, epoch_tokens: int | None, *, warn: bool) -> float | None:
+    """The passes over the train split this run's budget makes (None: not counted, seq2seq). ConfigError when they
+    exceed train.max_epochs; a warning (if `warn`) when random windows go past one pass."""
+    if epoch_tokens is None:
+        return None
+    planned = budget.total_steps * budget.tokens_per_step
+    epochs = planned / epoch_tokens
+    if tc.max_epochs is not None and epochs > tc.max_epochs:
+        raise ConfigError(f"train.max_epochs: the budget of {planned} tokens covers the train split "
+                          f"({epoch_tokens} tokens a pass) {epochs:.2f} times, more than {tc.max_epochs:g}; lower "
+                          f"the budget, use more data, or raise train.max_epochs")
+    if warn and epochs > 1 and tc.sampler == "random":
+        log.warning("the budget of %d tokens covers the train split (%d tokens) %.2f times: tokens repeat "
+                    "(train.sampler=epoch with train.max_epochs=1 sees each once)", planned, epoch_tokens, epochs)
+    return epochs

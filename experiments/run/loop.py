@@ -29,7 +29,7 @@ from experiments.config.errors import ConfigError
 from experiments.config.schema import RunConfig
 from experiments.data.corpus import rank_seed
 from experiments.run import distributed, schedule  # schedule via the module: tests patch schedule.lr_at
-from experiments.run.budget import Budget
+from experiments.run.budget import Budget, check_epochs
 from experiments.run.flops import peak_flops
 from experiments.run.grad_norms import layer_grad_norms, model_blocks
 from experiments.run.history import EvalHistory
@@ -69,7 +69,8 @@ class TrainingRun:
         self.config: dict[str, Any] = {}  # what config.yaml holds (the real model shape): set by build_model
         self.is_main = info.is_main
         self.progress = self.tc.progress and self.is_main
-        self.task: Task = TASKS[rc.task.kind](rc, is_main=self.is_main, progress=self.progress)
+        self.task: Task = TASKS[rc.task.kind](rc, is_main=self.is_main, progress=self.progress, rank=info.rank,
+                                              world_size=info.world_size)
         # the run dir and how the run is named (run_identity, set by start_tracking)
         self.rd = RunDir(distributed.broadcast_object(str(resolve_run_dir(rc))))
         self.run_dir = self.rd.path
@@ -84,6 +85,7 @@ class TrainingRun:
         self.precision = Precision(device, self.tc.dtype)
         self.budget: Budget | None = None
         self.params = self.non_emb = 0
+        self.epoch_tokens: int | None = None  # tokens one pass over the train split gives (None: seq2seq)
         # progress: counters (restored on resume), the eval history, throughput since the last log line
         self.step, self.tokens, self.elapsed, self.resumed = 0, 0, 0.0, False
         self.t_start = time.perf_counter()
@@ -149,6 +151,8 @@ class TrainingRun:
         self.optimizer = build_optimizer(self.model, self.rc.optim, self.device)
         self.budget = Budget.plan(self.tc, flops_per_token=self.task.flops_per_token(self.mcfg),
                                   tokens_per_sequence=self.task.tokens_per_sequence(), world_size=self.info.world_size)
+        self.epoch_tokens = self.task.epoch_tokens()
+        check_epochs(self.tc, self.budget, self.epoch_tokens, warn=self.is_main)
         self.params = arch.count_params(self.mcfg)
         self.non_emb = arch.count_params(self.mcfg, non_embedding=True)
         loss_module: nn.Module = LossModule(self.model)
@@ -190,6 +194,7 @@ class TrainingRun:
             log.warning("resume: checkpoint from %d rank(s), now %d; data order re-seeded", ckpt["world_size"],
                         self.info.world_size)
             self.generator.manual_seed(rank_seed(self.seed * 1_000_003 + self.step, self.info.rank))
+        self.task.resume_at(self.step * self.budget.grad_accum)
         self.resumed = True
         if self.is_main:
             log.info("resumed from %s at step %d (%d tokens)", path, self.step, self.tokens)
@@ -362,7 +367,8 @@ class TrainingRun:
         results = RunResults(
             final_val_loss=h.final_val_loss, best_val_loss=h.best_val_loss, final_val_bpb=h.final_val_bpb,
             best_val_bpb=h.best_val_bpb, final_train_loss=h.final_train_loss, params=self.params,
-            non_embedding_params=self.non_emb, flops=fpt * tokens, budget=self.budget.held, wall_time_s=wall,
+            non_embedding_params=self.non_emb, flops=fpt * tokens, budget=self.budget.held,
+            epochs=tokens / self.epoch_tokens if self.epoch_tokens else None, wall_time_s=wall,
             tokens_per_s=tokens / wall if wall > 0 else None,
             mfu=(fpt * tokens / wall / self.info.world_size / self.peak) if wall > 0 else None,
             extrap=h.extrap, device=str(self.device), world_size=self.info.world_size,

@@ -1,18 +1,20 @@
 """What a run learns: a task turns the config into data, a model config, the cost of a step and eval metrics.
 
-    task = TASKS[rc.task.kind](rc, is_main=..., progress=...)  # rc: the RunConfig; task.kind: lm | seq2seq
+    task = TASKS[rc.task.kind](rc, is_main=..., progress=..., rank=0, world_size=1)  # task.kind: lm | seq2seq
     task.load(generator)                  # tokenizer + data; then task.tokenizer, .tokenizer_info, .sampler, .inputs
+    task.epoch_tokens()                   # tokens one pass over the train split gives (the unit of `epochs`); None: seq2seq
+    task.resume_at(batch)                 # a resumed run: the sampler's next micro-batch is number `batch`
     task.model_config()                   # arch.ModelConfig | arch.EncDecConfig, vocab_size from the tokenizer
     task.tokens_per_sequence()            # tokens one sequence adds to the `tokens` count
     task.flops_per_token(mcfg)            # training FLOPs per such token (6N + attention)
     task.evaluate(model, device, final)   # the val/* metrics of one eval
 
-LMTask (task=lm, the default): corpus -> tokenizer -> token memmaps, random windows of train.n_ctx tokens,
-next-token loss; evals give val/loss, val/ppl, val/bpb, attention entropy and length extrapolation.
+LMTask (task=lm, the default): corpus -> tokenizer -> token memmaps, windows of train.n_ctx tokens (random
+starts, or each once per epoch with train.sampler=epoch: experiments/data/epochs.py), next-token loss; evals give val/loss, val/ppl, val/bpb, attention entropy and length extrapolation.
 Seq2SeqTask (task=seq2seq): (source, target) pairs -> padded (src, tgt_in, tgt_out) batches for the
 encoder-decoder; `tokens` counts decoder tokens; evals give loss, token accuracy and exact match per length.
 Adding a task: a class with these members, one line in TASKS, a conf/task/<name>.yaml.
-Not handled: mixing tasks in one run.
+Not handled: mixing tasks in one run; train.sampler=epoch and train.max_epochs for seq2seq (refused).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from experiments.config.model_schema import encdec_config, model_config
 from experiments.config.schema import RunConfig
 from experiments.data import cache  # via the module: tests patch cache.prepare_data
 from experiments.data.corpus import WindowSampler
+from experiments.data.epochs import EpochSampler
 from experiments.data.pairs import PairBatcher, prepare_pairs
 from experiments.run.eval_lm import evaluate_model, length_extrapolation
 from experiments.run.eval_seq2seq import evaluate_seq2seq
@@ -46,11 +49,12 @@ def tokenizer_dict(rc: RunConfig) -> dict[str, Any]:
 class LMTask:
     """task=lm: a decoder-only language model on a text corpus (next-token loss on windows of train.n_ctx)."""
 
-    def __init__(self, rc: RunConfig, *, is_main: bool, progress: bool) -> None:
+    def __init__(self, rc: RunConfig, *, is_main: bool, progress: bool, rank: int = 0, world_size: int = 1) -> None:
         self.rc, self.tc, self.is_main, self.progress = rc, rc.train, is_main, progress
+        self.rank, self.world_size = rank, world_size
         self.tokenizer: Any = None                 # tokenizer.Tokenizer, set by load()
         self.tokenizer_info: dict[str, Any] = {}   # {"path", "cached", "train_seconds", ...} of the cache entry
-        self.sampler: WindowSampler | None = None  # .next() -> (x, y), each (B, T) int64
+        self.sampler: WindowSampler | EpochSampler | None = None  # .next() -> (x, y), each (B, T) int64
         self.data: Any = None                      # experiments.data.cache.TokenData: .train / .val memmaps
         self.inputs: dict[str, str] = {}           # tokenizer and data fingerprints: a resume must find the same
 
@@ -65,11 +69,26 @@ class LMTask:
             log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(self.data.train),
                      len(self.data.val), self.tokenizer.vocab_size,
                      "cached" if info["cached"] else f"trained in {info['train_seconds']:.1f}s")
-        T = self.tc.n_ctx
-        self.sampler = WindowSampler(self.data.train, T, self.tc.batch_size, generator)  # too short: ConfigError
+        T, B = self.tc.n_ctx, self.tc.batch_size
+        if self.tc.sampler == "epoch":  # too short for a window / a global batch: ConfigError
+            self.sampler = EpochSampler(self.data.train, T, B, self.rc.seed, self.rank, self.world_size)
+        else:
+            self.sampler = WindowSampler(self.data.train, T, B, generator)
         if len(self.data.val) < T + 1:  # before the model is built (a huge n_ctx must not cost an allocation first)
             raise ConfigError(f"the validation split has {len(self.data.val)} tokens, fewer than n_ctx + 1; "
                               f"raise data.val_fraction")
+
+    def epoch_tokens(self) -> int:
+        """Tokens one pass over the train split trains on: the split's length (random windows), or the windows the
+        epoch sampler deals per epoch (its tail shorter than a global batch is skipped)."""
+        if isinstance(self.sampler, EpochSampler):
+            return self.sampler.per_epoch * self.sampler.world * self.sampler.batch_size * self.sampler.n_ctx
+        return len(self.data.train)
+
+    def resume_at(self, batch: int) -> None:
+        """The epoch sampler's position is its batch index; the random sampler's is the restored generator."""
+        if isinstance(self.sampler, EpochSampler):
+            self.sampler.seek(batch)
 
     def model_config(self) -> arch.ModelConfig:
         return model_config(self.rc.model, vocab_size=self.tokenizer.vocab_size)
@@ -95,7 +114,10 @@ class LMTask:
 class Seq2SeqTask:
     """task=seq2seq: the encoder-decoder on (source, target) pairs, teacher-forced loss on the target."""
 
-    def __init__(self, rc: RunConfig, *, is_main: bool, progress: bool) -> None:
+    def __init__(self, rc: RunConfig, *, is_main: bool, progress: bool, rank: int = 0, world_size: int = 1) -> None:
+        if rc.train.sampler != "random" or rc.train.max_epochs is not None:  # before any data is read
+            raise ConfigError("train.sampler / train.max_epochs: task=seq2seq draws its pairs at random; "
+                              "keep train.sampler=random and train.max_epochs=null")
         self.rc, self.tc, self.is_main, self.progress = rc, rc.train, is_main, progress
         self.tokenizer: Any = None
         self.tokenizer_info: dict[str, Any] = {}
@@ -113,6 +135,12 @@ class Seq2SeqTask:
             log.info("pairs %s: %d train / %d test, vocab %d, longest sequence %d tokens", p.name, len(p.train.src),
                      len(p.test.src), self.tokenizer.vocab_size, longest)
         self.sampler = PairBatcher(p.train, self.tc.batch_size, p.pad_id, generator)
+
+    def epoch_tokens(self) -> None:
+        return None  # epochs are not counted for pairs
+
+    def resume_at(self, batch: int) -> None:
+        """The batcher's position is the restored generator."""
 
     def model_config(self) -> arch.EncDecConfig:
         return encdec_config(self.rc.model, vocab_size=self.tokenizer.vocab_size, pad_id=self.pairs.pad_id)

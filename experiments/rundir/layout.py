@@ -134,6 +134,7 @@ class RunResults:
     device: str
     world_size: int
     num_threads: int
+    epochs: float | None = None      # passes over the train split so far (tokens / tokens a pass); None: seq2seq
 
 
 @dataclass
@@ -171,6 +172,8 @@ class RunSummary:
                "tokens": self.tokens, "steps": self.steps, "flops": r.flops, "budget": r.budget,
                "wall_time_s": r.wall_time_s, "tokens_per_s": r.tokens_per_s, "mfu": r.mfu, "extrap": r.extrap,
                "run_dir": self.run_dir, "device": r.device, "world_size": r.world_size, "num_threads": r.num_threads}
+        if r.epochs is not None:  # LM runs (seq2seq and summaries written before epochs were counted have none)
+            out["epochs"] = r.epochs
         if self.error is not None:
             out["error"] = self.error
         if self.diverged_at_step is not None:
