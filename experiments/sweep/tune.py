@@ -22,6 +22,8 @@ read; a stopped sweep starts nothing more (the final phase never starts after a 
 prints the resume command. A tuning run left interrupted or running without a stop (a killed worker) also keeps
 the final phase from starting: the best lr would be picked on part of the grid. Failed tuning runs are left out
 of the picking (an arm with no tuning result gets no final runs, and tuning.json and the report say so).
+A launcher error (a job whose config no longer composes, a cluster refusing a job) ends the sweep with Hydra's
+error and one line with the resume command.
 Resuming (`train.resume=true`, same sweep dir): a job whose dir already holds a result (completed or diverged) is
 not launched again; an interrupted one continues from its checkpoint (the trainer's resume), a missing one starts.
 Not handled: changing the declaration of a sweep in progress (refused: start another sweep dir), two launchers
@@ -184,7 +186,12 @@ class TunedSweep:
         for seg in segments:
             if self.stopped():
                 return
-            self.returns.append(self.launcher.launch([j.overrides for j in seg], initial_job_idx=seg[0].idx))
+            try:
+                self.returns.append(self.launcher.launch([j.overrides for j in seg], initial_job_idx=seg[0].idx))
+            except Exception:  # e.g. a job's config no longer composes: Hydra reports it; say how to continue
+                print(f"[archlab] the tuned sweep stopped at a launcher error (below); once it is fixed, resume "
+                      f"with: {sweep_resume_command(self.sweep_dir)}", file=sys.stderr, flush=True)
+                raise
 
     # -- the phases -----------------------------------------------------------------------------------------------
 

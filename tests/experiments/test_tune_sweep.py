@@ -193,6 +193,33 @@ def test_resume_launches_only_the_jobs_without_a_result(fake, monkeypatch, tmp_p
     assert job_dirs(sweep) == dirs and TuningRecord.read(sweep).phase == "done"
 
 
+def test_a_launcher_error_says_how_to_resume(fake, monkeypatch, tmp_path, capsys):
+    """The final phase's launch fails (as when a job's config stopped composing under a running sweep): Hydra's
+    error, one line with the resume command, and that command finishes the sweep without rerunning tuning."""
+    from hydra.core.plugins import Plugins
+
+    # the class Hydra instantiates (its first plugin scan may load the module anew: patch that one)
+    BasicLauncher = Plugins.instance().class_name_to_class["hydra._internal.core_plugins.basic_launcher.BasicLauncher"]
+    real, launches = BasicLauncher.launch, []
+
+    def launch(self, job_overrides, initial_job_idx):
+        launches.append(initial_job_idx)
+        if len(launches) == 3:  # tuning (jobs 0-7), widening (8: rope at 0.09), then the final phase (9-12)
+            raise RuntimeError("config no longer composes")
+        return real(self, job_overrides, initial_job_idx)
+
+    monkeypatch.setattr(BasicLauncher, "launch", launch)
+    sweep = tmp_path / "sweep"
+    assert run_main(monkeypatch, sweep_argv(sweep, widen=1)) == 1  # Hydra reports the error, exit 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if "resume with: " in line]
+    assert len(lines) == 1 and lines[0].startswith("[archlab] the tuned sweep stopped at a launcher error")
+    assert TuningRecord.read(sweep).phase == "final" and len(fake) == 9
+    resume = shlex.split(lines[0].split("resume with: ", 1)[1])
+    fake.clear()
+    assert run_main(monkeypatch, ["train", *resume[3:]]) == 0
+    assert [c[2] for c in fake] == [0, 0, 1, 1] and TuningRecord.read(sweep).phase == "done"
+
+
 # ------------------------------------------------------------------------------------------ real training (slow)
 
 
