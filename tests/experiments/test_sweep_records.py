@@ -19,7 +19,8 @@ from .conftest import PYTHON, REPO
 # summary.json of a run that reached its loop, keys in the order every earlier version wrote them
 RUN_KEYS = ["status", "experiment", "run_name", "overrides", "seed", "final_val_loss", "best_val_loss", "final_val_bpb",
             "best_val_bpb", "final_train_loss", "params", "non_embedding_params", "tokens", "steps", "flops", "budget",
-            "wall_time_s", "tokens_per_s", "mfu", "extrap", "run_dir", "device", "world_size", "num_threads"]
+            "wall_time_s", "tokens_per_s", "mfu", "extrap", "run_dir", "device", "world_size", "num_threads",
+            "epochs"]  # epochs (LM runs) came last, after every key an earlier version wrote
 # ... and of a job that never reached it (a refused config, a setup crash, a sweep stopped before it began)
 NOT_RUN_KEYS = ["status", "error", "experiment", "run_name", "overrides", "seed", "steps", "tokens", "run_dir"]
 
