@@ -96,3 +96,11 @@ def test_installed_package_brings_the_tuned_sweeper_plugin(installed):
     assert module.startswith(str(site))  # the wheel's copy, not the checkout's
     assert target == "hydra_plugins.archlab_tuned_sweeper.tuned_sweeper.TunedSweeper" and target in found.split()
     assert not (site / "hydra_plugins" / "__init__.py").exists()  # a namespace package, shared with other plugins
+
+
+def test_installed_package_brings_the_finding_registrations(installed):
+    """A full finding run checks its setup against its registration: an installed copy without the records would
+    refuse every finding."""
+    site, _, _, _ = installed
+    records = sorted(p.name for p in (REPO / "experiments" / "findings" / "registered").glob("*.json"))
+    assert records and sorted(p.name for p in (site / "experiments" / "findings" / "registered").glob("*.json")) == records
