@@ -64,6 +64,8 @@ class ScheduleConfig(Checked):
 
     name: str = ruled(MISSING, choice(SCHEDULE_NAMES))
     warmup_steps: int = ruled(MISSING, Rule("int", lo=0))
+    # warmup as a share of the run's optimizer steps, round(ratio * total); null: warmup_steps. Set, it wins
+    warmup_ratio: float | None = ruled(MISSING, Rule("number", lo=0, hi=1, hi_open=True, nullable=True))
     min_lr_ratio: float = ruled(MISSING, Rule("number", lo=0, hi=1))
 
 

@@ -287,7 +287,8 @@ class TrainingRun:
         tc, sched = self.tc, self.rc.schedule
         t0 = time.perf_counter()
         lr = schedule.lr_at(self.step, name=sched.name, base_lr=self.rc.optim.lr, total_steps=self.budget.total_steps,
-                            warmup_steps=sched.warmup_steps, min_lr_ratio=sched.min_lr_ratio)
+                            warmup_steps=sched.warmup_steps, warmup_ratio=sched.warmup_ratio,
+                            min_lr_ratio=sched.min_lr_ratio)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         train_loss = self.forward_backward()
