@@ -4,7 +4,8 @@ from an EncDecConfig (arch.encdec); torch only.
 Layout: config.py (the dataclasses), build.py (build_model), model.py (Transformer), encdec.py (EncoderDecoder),
 components/ (one concept per file: positional, norms, attention, mlp, block, kv_cache, masking, init),
 hook_points.py + hooks.py (hook mechanism; run_with_hooks / run_with_cache / logit_lens), generate.py, fused_loss.py,
-manual_attention.py, accounting.py / info.py / presets.py (counts, `python -m arch.info`, shapes), convert/ (HF).
+manual_attention.py, accounting.py / info.py / presets.py (counts, `python -m arch.info`, shapes), kv_bytes.py
+(KV-cache bytes per token), convert/ (HF).
 
     from arch import ModelConfig, PosConfig, build_model
     model = build_model(ModelConfig(vocab_size=512, n_ctx=128, d_model=128, n_layers=2, n_heads=4,
@@ -15,7 +16,8 @@ from arch.accounting import count_params, flops_per_token, shape_for
 from arch.build import build_model
 from arch.config import EncDecConfig, ModelConfig, PosConfig
 from arch.encdec import EncoderDecoder
+from arch.kv_bytes import kv_cache_bytes_per_token
 from arch.model import Transformer
 
 __all__ = ["EncDecConfig", "EncoderDecoder", "ModelConfig", "PosConfig", "Transformer", "build_model", "count_params",
-           "flops_per_token", "shape_for"]
+           "flops_per_token", "kv_cache_bytes_per_token", "shape_for"]
