@@ -5,6 +5,10 @@ Sizes assume a d_model=16 model (n_heads 2 by default; the GQA entries set n_hea
 
 from __future__ import annotations
 
+import pytest
+
+from arch.config import ATTENTION_IMPLS, POS_KINDS
+
 # one entry per knob value, and all of them at once
 KNOBS: dict[str, dict] = {
     "mqa": dict(n_kv_heads=1),
@@ -22,3 +26,15 @@ KNOBS: dict[str, dict] = {
 ROPE_SCALED: dict[str, dict] = {
     f"rope_{k}": dict(kind="rope", rope_scaling=k, rope_scaling_factor=4.0) for k in ("linear", "ntk", "yarn")
 }
+
+
+def kernel_rotation(cases: list[tuple[str, str, str]]) -> list:
+    """pytest params of (knob, pos, attention) cases. The default suite runs every (knob, pos) pair once, with the
+    kernel rotating ((knob's rank + pos's rank) mod 3), so every kernel still meets every knob and every encoding;
+    the other two kernels of each pair are marked slow (`make test-all` runs the full product)."""
+    knobs = list(dict.fromkeys(k for k, _, _ in cases))
+    params = []
+    for k, p, a in cases:
+        default = ATTENTION_IMPLS.index(a) == (knobs.index(k) + POS_KINDS.index(p)) % len(ATTENTION_IMPLS)
+        params.append(pytest.param(k, p, a, id=f"{k}-{p}-{a}", marks=() if default else pytest.mark.slow))
+    return params

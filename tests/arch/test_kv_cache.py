@@ -14,7 +14,7 @@ from arch import ModelConfig, PosConfig, build_model
 from arch.config import ATTENTION_IMPLS, NORM_PLACEMENTS, POS_KINDS
 from arch.generate import generate
 
-from .knobs import KNOBS, ROPE_SCALED
+from .knobs import KNOBS, ROPE_SCALED, kernel_rotation
 
 V = 29
 
@@ -112,7 +112,7 @@ def make_knob(knob: str, pos: str, attention: str, norm: str = "pre", **kw):
     return build_model(cfg).eval()
 
 
-@pytest.mark.parametrize("knob, pos, attention", KNOB_CASES, ids=["-".join(c) for c in KNOB_CASES])
+@pytest.mark.parametrize("knob, pos, attention", kernel_rotation(KNOB_CASES))
 @torch.no_grad()
 def test_cache_with_every_knob(knob, pos, attention):
     # non-learned encodings run past n_ctx = 8, and every window (1, 3) is passed many times over

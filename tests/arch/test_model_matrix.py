@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from arch import ModelConfig, PosConfig, build_model, count_params
 from arch.config import ACTIVATIONS, ATTENTION_IMPLS, BLOCK_KINDS, NORM_PLACEMENTS, NORM_TYPES, POS_KINDS
 
-from .knobs import KNOBS, ROPE_SCALED
+from .knobs import KNOBS, ROPE_SCALED, kernel_rotation
 
 V, T, CTX = 32, 8, 8
 ALL = list(itertools.product(POS_KINDS, NORM_PLACEMENTS, NORM_TYPES, ACTIVATIONS, ATTENTION_IMPLS))
@@ -98,7 +98,7 @@ KNOB_COMBOS = [(k, p, a) for k in KNOBS for p in POS_KINDS for a in ATTENTION_IM
               [(k, "rope", a) for k in [*ROPE_SCALED, "all+rope_yarn"] for a in ATTENTION_IMPLS]
 
 
-@pytest.mark.parametrize("knob, pos, attention", KNOB_COMBOS, ids=["-".join(c) for c in KNOB_COMBOS])
+@pytest.mark.parametrize("knob, pos, attention", kernel_rotation(KNOB_COMBOS))
 def test_every_knob_with_every_pos_and_kernel(knob, pos, attention):
     i = KNOB_COMBOS.index((knob, pos, attention))
     check_model(knob_cfg(knob, pos, NORM_PLACEMENTS[i % 3], attention))

@@ -73,7 +73,8 @@ def _worker(gpus: int, pref: str, stop) -> subprocess.Popen:
                             text=True, env={**os.environ, "TMPDIR": str(stop.parent)})
 
 
-@pytest.mark.parametrize(("gpus", "workers", "pref"), [(4, 4, "auto"), (2, 4, "cuda"), (3, 5, "auto")])
+@pytest.mark.parametrize(("gpus", "workers", "pref"), [(2, 4, "cuda"), pytest.param(4, 4, "auto", marks=pytest.mark.slow),
+                                                       pytest.param(3, 5, "auto", marks=pytest.mark.slow)])
 def test_parallel_sweep_jobs_get_their_own_gpu(tmp_path, gpus, workers, pref):
     stops = [tmp_path / f"stop_{i}" for i in range(workers + 1)]
     procs = [_worker(gpus, pref, stops[i]) for i in range(workers)]

@@ -34,7 +34,7 @@ def hydra_string(d: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(d.items()))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(override_sets)
 def test_every_key_kept_and_name_is_safe(d):
     name = dirname(hydra_string(d))
@@ -45,7 +45,7 @@ def test_every_key_kept_and_name_is_safe(d):
         assert any(f.startswith(safe_key + "=") for f in fields), (k, name)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(override_sets, st.data())
 def test_a_different_value_gives_a_different_name(d, data):
     k = data.draw(st.sampled_from(sorted(d)))
