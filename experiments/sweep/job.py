@@ -79,17 +79,20 @@ def _key(override: str) -> str:
 
 
 def swept_keys(sweep: str | os.PathLike[str]) -> list[str] | None:
-    """The keys a sweep varies (comma lists / ranges on its command line or in hydra.sweeper.params), read from
-    the `multirun.yaml` Hydra's basic sweeper leaves in the sweep dir; None when that cannot be read."""
+    """The keys a sweep varies (comma lists / ranges on its command line or in hydra.sweeper.params, and for the tuned
+    sweeper its tuned key and `seed`), read from the `multirun.yaml` Hydra's sweepers leave in the sweep dir; None
+    when that cannot be read."""
     try:
         conf = OmegaConf.load(Path(sweep) / "multirun.yaml")
         params = OmegaConf.select(conf, "hydra.sweeper.params", default=None)
         params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         args = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in conf.hydra.overrides.task]
         parsed = OverridesParser.create().parse_overrides(args)
+        tune = OmegaConf.select(conf, "hydra.sweeper.tune", default=None)  # hydra/sweeper=tuned: lr and seed vary too
+        tuned = [*tune.keys(), "seed"] if tune is not None else []
     except Exception:  # noqa: BLE001 - no multirun.yaml (another sweeper), or one we cannot parse: no label data
         return None
-    return list(dict.fromkeys(o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()))
+    return list(dict.fromkeys([*(o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()), *tuned]))
 
 
 def progress_label(run_dir: Path) -> str:

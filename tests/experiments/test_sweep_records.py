@@ -92,3 +92,17 @@ def test_the_progress_bar_is_labelled_in_full(make_cfg, tmp_path, monkeypatch):
     run_dir = tmp_path / "a_run_dir_whose_name_is_longer_than_forty_characters"
     train(make_cfg(run_dir=run_dir))
     assert seen == [run_dir.name]  # outside Hydra the label is the run dir's name (it was cut at 40 characters)
+
+
+def test_a_tuned_sweeps_progress_label_shows_the_lr_and_seed(tmp_path, monkeypatch):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    OmegaConf.save(OmegaConf.create({"hydra": {"sweeper": {"params": {"model/pos": "learned,alibi"},
+                                                           "tune": {"optim.lr": [1e-3, 2e-3, 4e-3, 8e-3]}},
+                                               "overrides": {"task": []}}}), sweep / "multirun.yaml")
+    hc = OmegaConf.create({"mode": "MULTIRUN", "sweep": {"dir": str(sweep)},
+                           "overrides": {"task": ["model/pos=alibi", "optim.lr=0.002", "seed=1000", "train.tokens=500"]},
+                           "job": {"config": {"override_dirname": {"exclude_keys": []}}}})
+    monkeypatch.setattr(job, "hydra_runtime", lambda: hc)
+    monkeypatch.setattr(job, "is_multirun", lambda: True)
+    assert job.progress_label(tmp_path / "0_x") == "pos=alibi lr=0.002 seed=1000"
