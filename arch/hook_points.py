@@ -25,6 +25,8 @@ BLOCK_POINTS = {  # blocks.{i}.<point>, in the order they fire
     "attn.hook_q": "(B, H, T, D)",  # after c_attn, qk-norm and rope, before the kernel
     "attn.hook_k": "(B, Hkv, T, D)",  # same place; new positions only, before they enter the KV cache
     "attn.hook_v": "(B, Hkv, T, D)",  # same place
+    "attn.hook_attn_scores": "(B, H, T, Tk)",  # the logits softmax takes: q·kᵀ·scale + position bias, -inf at
+                                               # masked keys (causal, window); forces explicit
     "attn.hook_pattern": "(B, H, T, Tk)",  # softmax probabilities (before attention dropout); forces explicit
     "attn.hook_z": "(B, T, H, D)",  # attention output per head, before c_proj
     "hook_attn_out": "(B, T, C)",  # attention sublayer output: after c_proj and dropout, before any out-norm / add

@@ -13,9 +13,9 @@ and the HookSet that carries them through a forward pass are arch.hook_points.
 HOOK_POINTS (arch.hook_points) lists every point with its shape; docs/arch.md ("Hooks and logit lens") says where
 each sits. With no hook set nothing here runs: Transformer.hidden checks one attribute and takes the plain loop,
 every block gets `step.hooks = None`, and a block none of whose points is hooked runs that plain path too (its sdpa
-kernel included). A hook on `attn.hook_pattern` makes that layer compute its attention explicitly (matmul +
-softmax; the sdpa kernel never forms the pattern), so its logits match the `explicit` kernel's, not necessarily
-sdpa's bits. The functions take any model shaped as HookedModel (arch.model.Transformer's methods call them).
+kernel included). A hook on `attn.hook_attn_scores` or `attn.hook_pattern` makes that layer compute its attention
+explicitly (matmul + softmax; the sdpa kernel never forms either), so its logits match the `explicit` kernel's,
+not necessarily sdpa's bits. The functions take any model shaped as HookedModel (arch.model.Transformer's methods call them).
 Not handled: the encoder-decoder (arch.encdec: its Step has no hooks), backward hooks (use tensor.register_hook
 inside a forward hook), torch.compile, several threads sharing one model while hooks are set (the HookSet is
 model state).

@@ -57,15 +57,21 @@ class Step:
     memory_bias: Tensor | None = None  # (B, 1, 1, S): -inf at padded source keys, 0 elsewhere; None: no padding
 
 
-def attention_pattern(q: Tensor, k: Tensor, bias: Tensor | None, scale: float, causal: bool = True) -> Tensor:
-    """softmax(q k^T * scale + bias) over the keys: (B, H, T, Tk), rows sum to 1 (the explicit kernel's pattern)."""
+def attention_scores(q: Tensor, k: Tensor, bias: Tensor | None, scale: float, causal: bool = True) -> Tensor:
+    """q k^T * scale + bias: the logits the softmax takes, (B, H, T, Tk), -inf at masked keys (the causal mask,
+    folded into `bias` or applied here, and any window); the position bias (ALiBi, T5) included."""
     s = qk_scores(q, k, q.shape[1] // k.shape[1]) * scale  # (B, H, T, Tk)
     if bias is not None:
-        s = s + bias
-    elif causal and q.shape[-2] > 1:
+        return s + bias
+    if causal and q.shape[-2] > 1:
         t, tk = s.shape[-2:]
         s = s.masked_fill(torch.ones(t, tk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1)
+    return s
+
+
+def attention_pattern(q: Tensor, k: Tensor, bias: Tensor | None, scale: float, causal: bool = True) -> Tensor:
+    """softmax(q k^T * scale + bias) over the keys: (B, H, T, Tk), rows sum to 1 (the explicit kernel's pattern)."""
+    return torch.softmax(attention_scores(q, k, bias, scale, causal), dim=-1)
 
 
 def explicit_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropout_p: float, scale: float,
@@ -146,8 +152,10 @@ class CausalSelfAttention(nn.Module):
         if step.kv_cache is not None:
             k, v = step.kv_cache.update(self.layer_idx, k, v)  # (B, Hkv, Tk, D)
         p = self.dropout_p if self.training else 0.0
-        if hooks is not None and hooks.has("attn.hook_pattern"):  # sdpa never forms the pattern: explicit here
-            a = hooks.fire("attn.hook_pattern", attention_pattern(q, k, step.bias, self.scale, step.causal))
+        if hooks is not None and (hooks.has("attn.hook_attn_scores") or hooks.has("attn.hook_pattern")):
+            # sdpa never forms the scores or the pattern: explicit here
+            s = hooks.fire("attn.hook_attn_scores", attention_scores(q, k, step.bias, self.scale, step.causal))
+            a = hooks.fire("attn.hook_pattern", torch.softmax(s, dim=-1))  # (B, H, T, Tk)
             z = mix_values(F.dropout(a, p) if p > 0.0 else a, v, H // Hkv)  # (B, H, T, D)
         else:
             z = self.kernel(q, k, v, step.bias, p, self.scale, causal=step.causal)  # (B, H, T, D)

@@ -17,6 +17,13 @@ t[s+1 : s+L+1]; "scored tokens" below are those targets.
   `attn_entropy/layer_{i}`: from `model.run_with_cache` on the first batch, the Shannon entropy (nats) of each
   attention row, averaged over batch, heads and query positions. A uniform causal row at query t has
   entropy ln(t+1); fully peaked is 0.
+  `attn_max_logit/layer_{i}`: in the same forward pass on the same first batch, the largest attention logit of
+  layer i over batch, heads, queries and the keys each query may see, and `attn_max_logit` the max over layers
+  (Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer training instabilities",
+  arXiv:2309.14322: attention-logit growth, which qk-norm prevents). The logit is what the model softmaxes,
+  read at `blocks.{i}.attn.hook_attn_scores`: q·kᵀ/√d_head after qk-norm and rope, **plus the position bias**
+  (ALiBi, T5 relative); masked keys (future positions, outside a window) are -inf there, so they never count.
+  Only for models with arch's hooks (`model.hooks`); the keys are omitted otherwise.
 * `length_extrapolation`: for each factor k, L = k·n_ctx, on the first `max_tokens` tokens:
   - `nonoverlap`: windows at 0, L, 2L, ... (the same tiling as above, with L); every scored token counts.
   - `sliding`: windows at 0, S, 2S, ... with stride S = L // 2 by default (`stride=` sets it). The first window
@@ -30,7 +37,9 @@ t[s+1 : s+L+1]; "scored tokens" below are those targets.
   Different k score different (nested, prefix) token sets; with max_tokens a multiple of 8·n_ctx plus one,
   nonoverlap scores the same tokens at every k.
 Not handled: padding / partial windows, document boundaries (an <|endoftext|> token is just a token), and
-models whose attention patterns are not in `run_with_cache` (the entropy keys are then omitted).
+models whose attention patterns are not in `run_with_cache` (the entropy keys are then omitted); the attention
+statistics are of the first batch only (B windows, the start of the spread), not of every eval batch: they come
+from the one explicit forward pass the entropy already costs, while the loss keeps the model's own kernel.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -142,7 +152,8 @@ def evaluate_model(
     device: Any,
     attn_entropy: bool = True,
 ) -> dict[str, float]:
-    """`val/loss`, `val/ppl`, `val/bpb`, `attn_entropy/layer_{i}` on fixed windows (see the module docstring)."""
+    """`val/loss`, `val/ppl`, `val/bpb` on fixed windows, and with `attn_entropy` the attention statistics of the
+    first batch: `attn_entropy/layer_{i}`, `attn_max_logit/layer_{i}`, `attn_max_logit` (see the module docstring)."""
     starts = window_starts(len(val_tokens), n_ctx, n_ctx)
     if max_batches is not None:
         starts = spread(starts, max_batches * batch_size)  # over the whole split, not its first windows
@@ -156,24 +167,36 @@ def evaluate_model(
             total_nats += _token_nll(model, inputs, targets).double().sum().item()
             total_tokens += targets.numel()
             if i == 0 and attn_entropy:
-                out.update(attention_entropies(model, inputs))
+                out.update(attention_stats(model, inputs))
     loss = total_nats / total_tokens
     metrics = {"val/loss": loss, "val/ppl": math.exp(min(loss, 700.0)), "val/bpb": bits_per_byte(loss, bytes_per_token)}
     return {**metrics, **out}
 
 
-def attention_entropies(model: torch.nn.Module, inputs: Tensor) -> dict[str, float]:
-    """`attn_entropy/layer_{i}` from `model.run_with_cache(inputs)`: mean row entropy over (B, H, T), nats."""
+def attention_stats(model: torch.nn.Module, inputs: Tensor) -> dict[str, float]:
+    """One `model.run_with_cache(inputs)`: `attn_entropy/layer_{i}` (mean row entropy over (B, H, T), nats) and,
+    where the model has `hooks`, `attn_max_logit/layer_{i}` and `attn_max_logit` (max over (B, H, T, Tk) of the
+    logits softmaxed, read at blocks.{i}.attn.hook_attn_scores; masked keys are -inf there)."""
     run_with_cache = getattr(model, "run_with_cache", None)
     if run_with_cache is None:
         return {}
-    _, cache = run_with_cache(inputs)
+    max_logits: dict[int, float] = {}
+
+    def read_max(scores: Tensor, hook: Any) -> None:  # scores (B, H, T, Tk)
+        max_logits[hook.layer] = scores.float().max().item()
+
+    hooks = getattr(model, "hooks", None)
+    with nullcontext() if hooks is None else hooks([(lambda name: name.endswith("attn.hook_attn_scores"), read_max)]):
+        _, cache = run_with_cache(inputs)
     out = {}
     i = 0
     while f"attn_pattern.{i}" in cache:
         pattern = cache[f"attn_pattern.{i}"]  # (B, H, T, T)
         out[f"attn_entropy/layer_{i}"] = attention_entropy(pattern.float()).double().mean().item()
         i += 1
+    out.update({f"attn_max_logit/layer_{i}": max_logits[i] for i in sorted(max_logits)})
+    if max_logits:
+        out["attn_max_logit"] = max(max_logits.values())
     return out
 
 

@@ -18,6 +18,7 @@ from arch.hook_points import BLOCK_POINTS, HOOK_POINTS, PointHooks
 from arch.hooks import hook_names
 
 V, C, H, D, T = 29, 16, 4, 4, 7
+EXPLICIT = ("attn.hook_attn_scores", "attn.hook_pattern")  # the points that make their layer compute explicitly
 
 
 def make(n_layers=2, dtype=torch.float64, **kw):
@@ -256,9 +257,9 @@ def test_reading_hooks_leave_logits_bit_identical(attention, config):
     ids = ids_()
     with torch.no_grad():
         plain = model(ids)
-        read_all_but_pattern = model.run_with_hooks(ids, [(lambda n: "pattern" not in n, lambda x, h: None)])
+        read_all_but_pattern = model.run_with_hooks(ids, [(lambda n: not n.endswith(EXPLICIT), lambda x, h: None)])
         assert torch.equal(read_all_but_pattern, plain)
-        # a pattern hook computes that layer explicitly: bit-identical to the explicit kernel, close to the others
+        # a scores / pattern hook computes that layer explicitly: bit-identical to the explicit kernel, close to the others
         explicit = copy.deepcopy(model)
         for blk in explicit.blocks:
             blk.attn.kernel = explicit_attention
@@ -273,7 +274,7 @@ def test_reading_hooks_in_training_with_dropout_change_nothing():
     torch.manual_seed(7)
     plain = model.loss(ids, ids)
     torch.manual_seed(7)
-    with model.hooks([(lambda n: "pattern" not in n, lambda x, h: None)]):
+    with model.hooks([(lambda n: not n.endswith(EXPLICIT), lambda x, h: None)]):
         hooked = model.loss(ids, ids)
     assert torch.equal(plain, hooked)
 
