@@ -284,3 +284,24 @@ def test_wandb_tags_add_variant_names(tmp_path, monkeypatch):
         pass
     assert calls[0]["tags"] == ["demo", "alibi", "post", "layernorm"]
     assert calls[1]["tags"] == ["demo"]
+
+
+def test_every_metric_a_run_logs_is_charted_against_tokens(make_cfg, tmp_path, monkeypatch):
+    """wandb charts default to the step axis; every key a run writes to metrics.jsonl (eval rows included) must match
+    a pattern the tracker gives `tokens` as its x axis (the counters step, tokens, flops and time are axes)."""
+    import fnmatch
+
+    patterns = []
+
+    class Run(_FakeRun):
+        def define_metric(self, name, step_metric=None, **k):
+            if step_metric == "tokens":
+                patterns.append(name)
+
+    _fake_wandb(monkeypatch, init=lambda **kw: Run())
+    from experiments.run.train import train
+
+    train(make_cfg("logger=wandb", "train.eval_interval=1"))
+    keys = {k for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() for k in json.loads(line)}
+    uncharted = sorted(k for k in keys - {"step", "tokens", "time", "flops"} if not any(fnmatch.fnmatch(k, p) for p in patterns))
+    assert patterns and uncharted == []
