@@ -26,6 +26,12 @@ request (experiments.run.interrupt), so the runs in progress save a checkpoint a
 record that they never started; no doc is written, and one line gives the command that continues the sweep,
 `--resume --out-dir <dir>` (train.resume=true on the same sweep; its finding.json, written before the sweep starts,
 holds the arguments). A second signal is passed on as it is (the sweep then stops at once).
+A tuned finding (its YAML selects `hydra/sweeper=tuned`: every arm tuned over an lr grid, then at its best lr on
+fresh seeds; experiments/sweep/tune.py) runs the same way: --smoke gives its sweeper the 2 smoke seeds and one
+tuning seed (hydra.sweeper.seeds / tune_seeds, SMOKE_TUNED_SEEDS) and keeps its grid, a `seed` override is refused
+(the sweeper sets every run's seed), --resume continues its tuning or final phase (the sweeper's train.resume=true),
+and the doc reads the final runs (tuned.py). A finding whose YAML selects its data (`finding/data: eltec`) gets it
+checked (data.run_data) and the smoke's embedded corpus unless other data is given.
 Exit status: 0 done (whatever the verdict), 2 bad arguments (one line `findings: error: ...`), 130 stopped by a
 signal, 1 when the sweep produced no run to judge, or when some runs failed or were interrupted (the doc is still
 written for the others). Not handled: SLURM launchers.
@@ -46,15 +52,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings import registration
-from experiments.findings.data import DataError, full_run_data
+from experiments.findings.data import DataError, run_data
 from experiments.findings.judge import judge
 from experiments.findings.registration import RegistrationError, SetupCheck
 from experiments.findings.registry import FINDINGS, Finding, next_version
+from experiments.findings.tuned import is_tuned
 from tokenizer.cli_args import OneLineParser, UsageError, non_empty, non_empty_path, positive_int
 
 DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the repo root in practice
 REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
-DATA_OVERRIDE = re.compile(r"^[+~]*data(=|\.|/)")  # data=..., data.paths=..., +data.x=...
+SEED_OVERRIDE = re.compile(r"^[+~]*seed=")
 OWN_OVERRIDE = re.compile(r"^[+~]*hydra(/launcher=|\.sweep\.dir=|\.launcher\.)")  # set by --jobs / --out-dir
 
 
@@ -199,7 +206,7 @@ def cpu_count() -> int:
 
 def setup_check(f: Finding) -> SetupCheck:
     try:
-        return registration.check(f.name)
+        return registration.check(f.name, f.extra_files)
     except RegistrationError as e:
         raise UsageError(str(e)) from None
 
@@ -225,7 +232,7 @@ def register(f: Finding, args: argparse.Namespace) -> int:
         raise UsageError("--register takes no overrides or other options than --note (it records the files as "
                          "they are)")
     try:
-        print(registration.register(f.name, note=args.note or ""))
+        print(registration.register(f.name, note=args.note or "", extra=f.extra_files))
     except RegistrationError as e:
         nxt = next_version(f.name)
         more = (f"; a changed setup is a new version: {nxt} (its own experiments/findings/{nxt}.py, "
@@ -250,16 +257,16 @@ def run(f: Finding, args: argparse.Namespace) -> int:
     doc_path = _doc_path(f, args, sweep_dir, smoke)
     if own := [o for o in args.overrides if OWN_OVERRIDE.match(o)]:
         raise UsageError(f"{own[0]}: the launcher and the sweep dir are set by --jobs and --out-dir")
-    user, data = list(args.overrides), []
-    data_override = any(DATA_OVERRIDE.match(o) for o in user)
-    if data_override and args.data_file is not None:
-        raise UsageError("--data-file and data overrides exclude each other (--data-file is data=text on that file)")
-    try:
-        if args.data_file is not None or (not smoke and not data_override):  # the pre-registered data, or its copy
-            data = full_run_data(args.data_file)
+    user = list(args.overrides)
+    tuned = is_tuned(f.experiment)
+    if tuned and (seed := next((o for o in user if SEED_OVERRIDE.match(o)), None)):
+        raise UsageError(f"{seed}: {f.name} is a tuned sweep, whose sweeper sets every run's seed: its fresh seeds "
+                         "are hydra.sweeper.seeds=[...], its tuning seeds hydra.sweeper.tune_seeds=[...]")
+    try:  # the pre-registered data (or its checked copy), unless the user gave other data
+        data, smoke_data = run_data(f.data, user, args.data_file, smoke)
     except DataError as e:
         raise UsageError(str(e)) from None
-    overrides = [*(f.smoke_overrides() if smoke else []), *data, *user]
+    overrides = [*(f.smoke_overrides(tuned, smoke_data) if smoke else []), *data, *user]
     argv = train_argv(f, sweep_dir, jobs, overrides)
     check_config(f, argv, overrides)
     cli_args = [*(["--smoke"] if smoke else []), *(["--jobs", str(args.jobs)] if args.jobs is not None else []),
@@ -268,7 +275,8 @@ def run(f: Finding, args: argparse.Namespace) -> int:
           f"{', smoke' if smoke else ''})", file=sys.stderr, flush=True)
     meta = {"name": f.name, "smoke": smoke, "args": cli_args, "overrides": overrides, "train_argv": argv,
             "train_rc": None, "sweep_dir": str(sweep_dir), "wall_s": 0.0, "attempts": 0, "cpus": cpu_count(),
-            "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp, "setup": check.to_meta()}
+            "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp, "setup": check.to_meta(),
+            "tuned": tuned}
     return sweep_and_judge(f, sweep_dir, meta, doc_path, argv)
 
 

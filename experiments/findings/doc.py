@@ -23,9 +23,11 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_HUB, used_text
+from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_FILES, DATA_HUB, HUB_OPTION, WHAT, used_text
+from experiments.findings.doc_budget import cost_lines, seen_lines, tuning_lines
 from experiments.findings.evidence import RunRecord, SeedsNeeded, Verdict, fmt_ci, fmt_mean_ci, fmt_signed
 from experiments.findings.multiple import ALPHA, Family, holm
+from experiments.findings.md import md_table
 from experiments.findings.registration import REGISTERED, SetupCheck
 from experiments.findings.registry import Finding
 from experiments.rundir.layout import RunStatus
@@ -39,16 +41,11 @@ FIGURE_CAPTIONS = {
     "grad_norm_per_layer.png": "Gradient norm per layer during training (first 10% of steps and whole run).",
     "aspect_ratio.png": "Final validation loss against d_model / n_layers at ~0.8M non-embedding parameters.",
     "init_grad_norms.png": "Gradient norm of each layer's MLP output projection W^{2} at initialisation, one fixed batch.",
+    "basin.png": ("Learning-rate basin of the tuning runs: final val/loss against lr per arm (line: mean over the "
+                  "tuning seeds; × diverged; the best lr ringed; a red star: the best at a grid edge)."),
+    "encdec_grad_norms.png": ("Gradient norm of each decoder layer's MLP output projection W^{2} of the "
+                              "transformer-base encoder-decoder at Xavier init, one fixed batch, post-LN and pre-LN."),
 }
-
-
-def _cell(s: Any) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
-
-
-def md_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    out = ["| " + " | ".join(_cell(h) for h in head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    return out + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
 
 
 def shell_join(args: Sequence[str]) -> str:
@@ -63,37 +60,58 @@ def finding_command(name: str, args: Sequence[str]) -> list[str]:
 
 
 def _without_data(args: Sequence[str]) -> list[str]:
-    """The arguments less the data overrides and --data-file with its value."""
+    """The arguments less the data overrides (finding/data=... too) and --data-file with its value."""
     kept: list[str] = []
     for a in args:
         if kept[-1:] == ["--data-file"]:
             kept.pop()
-        elif not re.match(r"^[+~]*data(\.|=|/)", a):
+        elif not re.match(r"^[+~]*(data(\.|=|/)|finding/data=)", a):
             kept.append(a)
     return kept
 
 
-def hub_variant(args: Sequence[str]) -> list[str]:
-    """The same arguments with the data replaced by data=tinystories."""
-    return [*_without_data(args), *DATA_HUB]
+def hub_variant(args: Sequence[str], data: str = "tinystories") -> list[str]:
+    """The same arguments with the data replaced by the hub's TinyStories (data=tinystories, or for a finding whose
+    YAML selects its data, finding/data=tinystories)."""
+    return [*_without_data(args), *(HUB_OPTION if data in DATA_FILES else DATA_HUB)]
 
 
-def copy_variant(args: Sequence[str]) -> list[str] | None:
+def copy_variant(args: Sequence[str], data: str = "tinystories") -> list[str] | None:
     """The same arguments on a local copy of the pre-registered file (`--data-file`); None for other data."""
+    if data in DATA_FILES:
+        if "--smoke" in args and "--data-file" not in args:  # a smoke run's own data is the embedded corpus
+            return None
+        if any(re.match(r"^[+~]*(data\.|finding/data=)", a) for a in args) and "--data-file" not in args:
+            return None
+        return ["--data-file", Path(DATA_FILES[data].path).name, *_without_data(args)]
     if not all(a in args for a in DATA_DEFAULT) and "--data-file" not in args:
         return None
     return ["--data-file", Path(DATA_FILE).name, *_without_data(args)]
 
 
-def command_section(name: str, args: Sequence[str]) -> list[str]:
+def command_section(name: str, args: Sequence[str], data: str = "tinystories") -> list[str]:
     """The doc's "Command" section: the command as run, on a copy of its data file, on the hub's TinyStories."""
     lines = ["## Command", "", "```bash", shell_join(finding_command(name, args)), "```", ""]
-    if (copy := copy_variant(args)) is not None:
-        lines += ["Without `../shared/data`: the same data from a download, checked by its sha256 (what it is and where "
+    if (copy := copy_variant(args, data)) is not None:
+        source = "a copy" if data in DATA_FILES else "a download"  # ELTEC has no public copy of its bytes
+        lines += [f"Without `../shared/data`: the same data from {source}, checked by its sha256 (what it is and where "
                   "to get it: [README.md#data](README.md#data)):", "", "```bash",
                   shell_join(finding_command(name, copy)), "```", ""]
-    return lines + ["On the hub's TinyStories instead (`data=tinystories`, needs network on first use):", "",
-                    "```bash", shell_join(finding_command(name, hub_variant(args))), "```", ""]
+    hub = hub_variant(args, data)
+    return lines + [f"On the hub's TinyStories instead (`{hub[-1]}`, needs network on first use):", "",
+                    "```bash", shell_join(finding_command(name, hub)), "```", ""]
+
+
+def full_run_data_line(finding: Finding) -> str:
+    """The setup's "Data of the full run" bullet: the finding's pre-registered data and its alternative."""
+    if finding.data in DATA_FILES:
+        d = DATA_FILES[finding.data]
+        return (f"- Data of the full run: `finding/data={d.key}`, selected by the sweep YAML "
+                f"(`conf/finding/data/{d.key}.yaml`): `{d.path}`, {d.what}, sha256 `{d.sha256}`; "
+                f"`{HUB_OPTION[0]}` (the hub's TinyStories) as the alternative.")
+    return (f"- Data of the full run: `{shell_join(DATA_DEFAULT)}` ({WHAT[0].upper() + WHAT[1:]}; the last 10% of "
+            "the text held out), the findings command's default; `data=tinystories` (the hub's TinyStories, first "
+            "100k stories) as the alternative.")
 
 
 def results_table(comparison: dict[str, Any], records: list[RunRecord], name: str = "final val/loss",
@@ -301,11 +319,9 @@ def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, 
               f"**The paper's number.** {finding.paper_number}", ""]
     if not smoke:
         lines += [f"**Verdict: {verdict.outcome}.** {verdict.key_number}.", ""]
-    lines += ["## Setup (registered)", "", *setup_lines(meta),
-              f"- Data of the full run: `{shell_join(DATA_DEFAULT)}` (TinyStories v1, the head of the train split, "
-              "lowercased, 4.2 MB; the last 10% of the text held out), the findings command's default; "
-              "`data=tinystories` (the hub's TinyStories, first 100k stories) as the alternative.", "", finding.setup,
-              "", "**As run.**", "", *as_run(meta, records), ""]
+    lines += ["## Setup (registered)", "", *setup_lines(meta), full_run_data_line(finding), "", finding.setup,
+              "", "**As run.**", "", *as_run(meta, records), *seen_lines(meta), *cost_lines(meta), "",
+              *tuning_lines(meta)]
     lines += ["## Figures", ""]
     for f in (f for f in finding.figures if f in figures):
         lines += [f"![{f}]({fig_dir_name}/{f})", "", f"*{FIGURE_CAPTIONS.get(f, f)}*", ""]
@@ -313,10 +329,13 @@ def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, 
     if missing:
         lines += [f"Not drawn for these runs: {', '.join(missing)}.", ""]
     baseline = comparison.get("baseline", {}).get("label", "—")
+    protocol = (f" Protocol (the report's label): **{comparison['protocol']}**"
+                + (": best-vs-best, from the final runs on fresh seeds only." if meta.get("tuning") else ".")
+                if comparison.get("protocol") else "")
     lines += ["## Results", "",
               f"Final validation loss per group, mean and 95% t-interval over seeds; differences against the baseline "
               f"`{baseline}` (paired by seed when both groups ran the same seeds, else Welch), from the report's "
-              "`comparison.json`" + (" (numbers only: a smoke run is not read)." if smoke else "."),
+              "`comparison.json`" + (" (numbers only: a smoke run is not read)." if smoke else ".") + protocol,
               "", *results_table(comparison, records, verdicts=not smoke), ""]
     if not smoke:
         for t in verdict.tables:
@@ -333,7 +352,7 @@ def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, 
         lines += ["## Written after seeing the results (post hoc)", "",
                   "Not part of the registered setup or rule: text added to the finding after results were seen, shown "
                   "here so that this doc discloses it.", "", finding.post_hoc, ""]
-    lines += command_section(finding.name, list(meta.get("args", [])))
+    lines += command_section(finding.name, list(meta.get("args", [])), finding.data)
     if meta.get("sweep_dir"):
         lines += [f"Runs and the full report of this doc: `{meta['sweep_dir']}/report/report.html` (not committed).", ""]
     return "\n".join(lines)

@@ -34,8 +34,9 @@ class RunRecord:
     keys: dict[str, Any]  # the group's --by values ({"model.pos.kind": "alibi"})
     seed: int | None
     status: str  # completed | diverged | failed | interrupted | running
-    values: dict[str, float | None] = field(default_factory=dict)  # "final val/loss", "tokens_per_s", "flops",
-    # "params", "non_embedding_params", "vocab_size", "extrap/nonoverlap/loss@8x", ... (None: not logged / N/A)
+    values: dict[str, Any] = field(default_factory=dict)  # "final val/loss", "tokens_per_s", "flops", "params",
+    # "non_embedding_params", "vocab_size", "extrap/nonoverlap/loss@8x", "lr", "epochs", ... (numbers; None: not
+    # logged / N/A), and "device" (a string)
 
     def get(self, key: str) -> float | None:
         v = self.values.get(key)
@@ -82,8 +83,10 @@ class Verdict:
 @dataclass(frozen=True)
 class Evidence:
     comparison: dict[str, Any]  # comparison.json (experiments/compare/comparison.py; schema in docs/compare.md)
-    records: list[RunRecord]
+    records: list[RunRecord]  # the runs compared: a tuned sweep's final runs only
     extra: dict[str, Any] | None = None  # a finding's own measurement (xiong_postln_warmup: measure_init's result)
+    tuning: dict[str, Any] | None = None  # a tuned sweep's tuning.json (experiments/sweep/tuning_record.py), as JSON
+    tuning_records: list[RunRecord] = field(default_factory=list)  # its tuning runs (never in `records`)
 
     def metric(self, name: str = "final val/loss") -> dict[str, Any] | None:
         """comparison.json's block for `name` ("final val/loss", "best val/loss", "final val/bpb"), else None."""
@@ -251,12 +254,26 @@ def records_from_groups(groups: list, by: Sequence[str]) -> list[RunRecord]:
                 "tokens": budget_value(r, "tokens", "tokens", "train.tokens"),
                 "vocab_size": _num(r.flat.get("model.vocab_size")) or _num(r.flat.get("tokenizer.vocab_size")),
             }
-            for key in ("tokens_per_s", "params", "non_embedding_params", "wall_time_s", "mfu", "steps"):
+            for key in ("tokens_per_s", "params", "non_embedding_params", "wall_time_s", "mfu", "steps", "epochs",
+                        "num_threads"):
                 values[key] = num(r, key)
+            values["lr"] = _num(r.flat.get("optim.lr"))
+            values["init_loss"] = first_value(r, "train/loss")  # the loss of the model at init, on its first batch
+            values["attn_max_logit"] = final_value(r, "attn_max_logit")  # None where the runs did not log it
+            values["device"] = r.summary.get("device")  # a string: read it from .values, not .get()
             for (mode, k), v in run_extrap(r).items():
                 values[f"extrap/{mode}/loss@{k:g}x"] = v
             out.append(RunRecord(group=g.label, keys=keys, seed=r.seed, status=r.status, values=values))
     return out
+
+
+def first_value(run: Any, metric: str) -> float | None:
+    """The first logged value of `metric` in a compare Run's metrics (step 1's train/loss: the model at init)."""
+    for line in run.metrics:
+        v = line.get(metric)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v) if math.isfinite(v) else None
+    return None
 
 
 def _num(v: Any) -> float | None:

@@ -3,8 +3,10 @@
     rc = judge(finding, sweep_dir, meta, doc_path, point_overrides)   # 0 done, 1 no run to judge / some runs faulty
 
 `meta` is the sweep's finding.json (cli.py writes it before the sweep); judge() adds what the doc needs (the first
-run's config, the budget, the data actually used with its sha256, the setup check as the files are now) and writes
-it back. A smoke sweep is judged for its pipeline only: its doc says "pipeline OK" or "pipeline failed" (failed or
+run's config, the budget, the data actually used with its sha256, the setup check as the files are now, the cost
+and the data seen (budget.py), and for a tuned sweep its tuning section (tuned.py)) and writes it back. A tuned
+sweep is compared on its final runs only; its tuning runs go to the rule apart (Evidence.tuning_records).
+A smoke sweep is judged for its pipeline only: its doc says "pipeline OK" or "pipeline failed" (failed or
 interrupted runs, a failed measurement, a rule that raised) and shows no verdict.
 Not handled: running the sweep or reading arguments (cli.py), rendering (doc.py).
 """
@@ -18,21 +20,23 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings import registration
+from experiments.findings.budget import cost, data_seen
 from experiments.findings.data import used_data
 from experiments.findings.doc import render_doc, shell_join, write_doc
 from experiments.findings.evidence import Evidence, matches, records_from_groups
 from experiments.findings.registry import Finding, versions
+from experiments.findings.tuned import split_sweep, tuning_meta
 from experiments.rundir.layout import RunStatus
 
 RESULTS = tuple(s for s in RunStatus if s.has_result)    # completed, diverged: what a verdict is judged on
 FAULTS = tuple(s for s in RunStatus if not s.has_result)  # failed, interrupted, running: the command exits 1
 
 
-def _setup_now(name: str) -> dict[str, Any] | None:
+def _setup_now(f: Finding) -> dict[str, Any] | None:
     """The registration check as the files are now (None when the record is unreadable: the doc then shows only
     the run-time check)."""
     try:
-        return registration.check(name).to_meta()
+        return registration.check(f.name, f.extra_files).to_meta()
     except registration.RegistrationError as e:
         print(f"findings: warning: {e}", file=sys.stderr)
         return None
@@ -60,7 +64,12 @@ def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, ove
         print(f"findings: error: the sweep produced no runs ({e}); training exit status {meta.get('train_rc')}",
               file=sys.stderr)
         return 1
-    produced = [r for r in runs if r.status in RESULTS]
+    try:
+        part = split_sweep(sweep_dir, runs)  # a tuned sweep: its final runs are compared, its tuning runs read apart
+    except RunsError as e:
+        print(f"findings: error: {e}", file=sys.stderr)
+        return 1
+    produced = [r for r in part.finals if r.status in RESULTS]
     if not produced:
         reasons = "; ".join(dict.fromkeys(f"{r.status}: {r.reason}" for r in runs))
         print(f"findings: error: no run completed or diverged in {sweep_dir} ({len(runs)} runs; {reasons[:300]})",
@@ -72,28 +81,32 @@ def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, ove
     except RunsError as e:
         print(f"findings: error: {e}", file=sys.stderr)
         return 1
-    groups = group_runs(runs, by)
+    groups = group_runs(part.finals, by)
     base = next((g.index for g in groups if matches(dict(zip(by, g.values)), f.baseline)), None)
     extra = None
     if f.measure is not None:
-        print(f"findings: {f.name}: measuring at init ...", file=sys.stderr, flush=True)
+        print(f"findings: {f.name}: its own measurement ({f.measure.__module__}.measure) ...", file=sys.stderr,
+              flush=True)
         try:
             extra = f.measure(list(overrides), bool(meta.get("smoke")), sweep_dir / "init")
         except Exception as e:  # the sweep's part of the verdict still stands; the doc says the measurement failed
             extra = {"rows": [], "error": f"{type(e).__name__}: {e}"}
             print(f"findings: warning: the measurement failed ({extra['error']})", file=sys.stderr)
-    try:
-        report = build_report(None, out_dir=sweep_dir / "report", by=by, runs=runs, baseline=base,
-                              command=shell_join(["python", "-m", "experiments.train", *meta["train_argv"]]))
+    command = shell_join(["python", "-m", "experiments.train", *meta["train_argv"]])
+    try:  # a tuned sweep is read from its dir, so that the report finds tuning.json (its final runs, basin.png)
+        report = (build_report([str(sweep_dir)], out_dir=sweep_dir / "report", by=by, baseline=base, command=command)
+                  if part.tuned else
+                  build_report(None, out_dir=sweep_dir / "report", by=by, runs=runs, baseline=base, command=command))
     except RunsError as e:
         print(f"findings: error: the report was not built: {e}", file=sys.stderr)
         return 1
     comparison = json.loads((report.parent / "comparison.json").read_text())
     records = records_from_groups(groups, by)
+    tuning_records = records_from_groups(group_runs(part.tuning, by), by) if part.tuning else []
     smoke = bool(meta.get("smoke"))
     problems = smoke_problems(runs, extra) if smoke else []
     try:
-        verdict = f.rule(Evidence(comparison, records, extra))
+        verdict = f.rule(Evidence(comparison, records, extra, part.record, tuning_records))
     except Exception as e:  # a smoke run reports it as the pipeline's failure; a full run's rule must not fail
         if not smoke:
             raise
@@ -104,7 +117,9 @@ def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, ove
                  "device": first.summary.get("device"), "generated": time.strftime("%Y-%m-%d %H:%M"),
                  "verdict": None if smoke else verdict.outcome, "key_number": None if smoke else verdict.key_number,
                  "doc": str(doc_path), "data": meta.get("data") or used_data(config),
-                 "setup_doc": _setup_now(f.name)})
+                 "setup_doc": _setup_now(f), "tuning": tuning_meta(part, comparison),
+                 "protocol": comparison.get("protocol"), "seen": data_seen(records, tuning_records),
+                 "cost": cost(records, tuning_records, meta.get("wall_s"), meta.get("cpus")).to_meta()})
     if smoke:
         meta["pipeline"] = {"ok": not problems, "problems": problems}
     sources = {p.name: p for p in report.parent.glob("*.png")}

@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from experiments.findings.grad_plot import finish, layer_band
+
 INITS = ("gpt2", "xavier")
 NORMS = ("pre", "post")
 DEPTHS = (6, 12)
@@ -93,7 +95,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     rows = result["rows"]
     depths = sorted({r["n_layers"] for r in rows})
@@ -104,22 +105,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
         for norm in NORMS:
             for init in INITS:
                 sel = [r["grad_norms"] for r in rows if r["n_layers"] == depth and r["norm"] == norm and r["init"] == init]
-                if not sel:
-                    continue
-                g = np.asarray(sel)  # (seeds, layers)
-                layers = np.arange(1, g.shape[1] + 1)
-                mean = g.mean(axis=0)
-                ax.errorbar(layers, mean, yerr=[mean - g.min(axis=0), g.max(axis=0) - mean], color=colors.get(norm),
-                            linestyle=styles.get(init, ":"), marker="o", ms=3, capsize=2,
-                            label=f"{norm}-LN, {init} init")
-        ax.set_yscale("log")
-        ax.set_xlabel("layer")
-        ax.set_title(f"{depth} layers")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("‖∂loss/∂W2‖ at init")
-    axes[0][-1].legend(fontsize=8)
-    fig.suptitle("Gradient norm of each layer's MLP output projection at initialisation (mean, min–max over seeds)",
-                 fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+                if sel:
+                    layer_band(ax, sel, color=colors.get(norm), linestyle=styles.get(init, ":"),
+                               label=f"{norm}-LN, {init} init")
+    finish(fig, axes, path, "Gradient norm of each layer's MLP output projection at initialisation (mean, min–max "
+           "over seeds)", [f"{depth} layers" for depth in depths])

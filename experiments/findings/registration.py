@@ -1,31 +1,36 @@
-"""A finding's registration: the text and sha256 of its module and of its sweep YAML, fixed on a date and committed
-as experiments/findings/registered/<name>.json; and the check of the files as they are now against it.
+"""A finding's registration: the text and sha256 of its module, of its sweep YAML and of the extra files the module
+lists, fixed on a date and committed as experiments/findings/registered/<name>.json; and the check of the files as
+they are now against it.
 
     register("rope_vs_learned", note="...")   # writes registered/rope_vs_learned.json; RegistrationError if present
     c = check("rope_vs_learned")              # SetupCheck: c.status "unchanged" | "changed" | "unregistered"
     c.diff()                                  # unified diff of the registered text against the files now
     SetupCheck.from_meta(c.to_meta())         # as recorded in a sweep's finding.json
+    register("swiglu_vs_gelu_v2", extra=["conf/finding/ffn/*.yaml"])   # the module's EXTRA_FILES, hashed too
 
-The files are `experiments/findings/<name>.py` and `conf/experiment/finding_<name>.yaml`, named relative to ROOT
-(the repo), so the record reads the same in every clone; in an installed package conf/ is `experiments/conf/` (as
+The files are `experiments/findings/<name>.py`, `conf/experiment/finding_<name>.yaml` and the module's EXTRA_FILES
+(repo-relative paths or glob patterns, expanded sorted: the config-group options its YAML selects, a preset's file,
+measurement code), named relative to ROOT (the repo), so the record reads the same in every clone; in an installed package conf/ is `experiments/conf/` (as
 experiments.config.compose.conf_dir finds it), and the records are found only if the build ships
 `experiments/findings/registered/*.json` as package data. The sha256 is of the text (newlines read as \n). A registration is never overwritten: a changed setup is a
 new version of the finding (registry.next_version), with its own module, YAML and registration.
-Record (JSON): {"name", "registered": "YYYY-MM-DD", "note", "files": {"module" | "sweep": {"path", "sha256",
-"text"}}}.
+Record (JSON): {"name", "registered": "YYYY-MM-DD", "note", "files": {"module" | "sweep" | "extra:<path>":
+{"path", "sha256", "text"}}}. An extra file is checked like the other two: one that differs, is missing, or is
+new (a pattern that matches a file it did not match at registration) makes the setup "changed", with its diff.
 Not handled: what a change means for a run (cli.py refuses a full run, a smoke run reports it), rendering (doc.py),
-anything the module imports (evidence.py, the runner, the data): only the two files are fixed.
+anything not listed (evidence.py, the runner, the data loaders): only the module, the YAML and EXTRA_FILES are fixed.
 """
 
 from __future__ import annotations
 
 import difflib
+import glob
 import hashlib
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from tokenizer.outputs import atomic_write
 
@@ -37,10 +42,29 @@ class RegistrationError(ValueError):
     """A registration that cannot be written or read; the message is one line."""
 
 
-def setup_paths(name: str) -> dict[str, Path]:
-    """The files a registration fixes, relative to ROOT: {"module": ..., "sweep": ...}."""
-    return {"module": Path("experiments") / "findings" / f"{name}.py",
-            "sweep": Path("conf") / "experiment" / f"finding_{name}.yaml"}
+EXTRA = "extra:"  # the role of an extra file: "extra:<its path>"
+
+
+def setup_paths(name: str, extra: Sequence[str] = ()) -> dict[str, Path]:
+    """The files a registration fixes, relative to ROOT: {"module": ..., "sweep": ..., "extra:<path>": ...}; the
+    `extra` patterns expanded (sorted, each pattern's matches in turn; a pattern that matches nothing is kept as a
+    path, so that it reads as missing)."""
+    paths = {"module": Path("experiments") / "findings" / f"{name}.py",
+             "sweep": Path("conf") / "experiment" / f"finding_{name}.yaml"}
+    for pattern in extra:
+        for path in _expand(pattern):
+            paths.setdefault(f"{EXTRA}{path.as_posix()}", path)
+    return paths
+
+
+def _expand(pattern: str) -> list[Path]:
+    """A repo-relative pattern's matches, relative to ROOT (conf/ found where _located finds it)."""
+    if not glob.has_magic(pattern):
+        return [Path(pattern)]
+    where = _located(Path(pattern))
+    base = where.parents[len(Path(pattern).parts) - 1]  # the dir `pattern` is relative to
+    found = sorted(Path(m).relative_to(base) for m in glob.glob(str(where)) if Path(m).is_file())
+    return found or [Path(pattern)]
 
 
 def record_path(name: str) -> Path:
@@ -72,20 +96,21 @@ def load(name: str) -> dict[str, Any] | None:
         return None
     try:
         record = json.loads(path.read_text())
-        assert {"registered", "files"} <= set(record) and set(record["files"]) == set(setup_paths(name))
+        assert {"registered", "files"} <= set(record) and {"module", "sweep"} <= set(record["files"])
+        assert all(role in ("module", "sweep") or role.startswith(EXTRA) for role in record["files"])
         return record
     except (OSError, ValueError, AssertionError, TypeError):
         raise RegistrationError(f"{path.relative_to(ROOT)} is not a readable registration record") from None
 
 
-def register(name: str, note: str = "", date: str | None = None) -> Path:
-    """Write the registration of `name` (the files as they are now, today's date); RegistrationError when it is
-    already registered or a file is missing. Returns the record's path."""
+def register(name: str, note: str = "", date: str | None = None, extra: Sequence[str] = ()) -> Path:
+    """Write the registration of `name` (its module, sweep YAML and the `extra` files as they are now, today's
+    date); RegistrationError when it is already registered or a file is missing. Returns the record's path."""
     if (old := load(name)) is not None:
         raise RegistrationError(f"{name} is already registered ({old['registered']}, "
                                 f"{record_path(name).relative_to(ROOT)})")
     files = {}
-    for role, path in setup_paths(name).items():
+    for role, path in setup_paths(name, extra).items():
         text = _read(path)
         if text is None:
             raise RegistrationError(f"cannot register {name}: {path} is missing")
@@ -98,7 +123,7 @@ def register(name: str, note: str = "", date: str | None = None) -> Path:
 
 @dataclass(frozen=True)
 class FileCheck:
-    role: str  # "module" | "sweep"
+    role: str  # "module" | "sweep" | "extra:<path>"
     path: str
     sha256: str | None  # now; None: the file is missing
     registered_sha256: str | None  # None: not registered
@@ -140,19 +165,26 @@ class SetupCheck:
                    tuple(FileCheck(**f) for f in meta.get("files", [])))
 
 
-def check(name: str) -> SetupCheck:
-    """The files of `name` now against its registration (RegistrationError when the record is unreadable)."""
+def check(name: str, extra: Sequence[str] = ()) -> SetupCheck:
+    """The files of `name` now (its module, sweep YAML and `extra` files, plus every file its registration
+    recorded) against its registration (RegistrationError when the record is unreadable)."""
     record = load(name)
+    registered = (record or {}).get("files", {})
+    paths = setup_paths(name, extra)
+    for role, reg in registered.items():  # a registered extra file the module no longer lists is checked too
+        paths.setdefault(role, Path(reg["path"]))
     files = []
-    for role, path in setup_paths(name).items():
+    for role, path in paths.items():
         text = _read(path)
-        reg = (record or {}).get("files", {}).get(role)
+        reg = registered.get(role)
         diff = ""
         if reg is not None and text is not None and sha256(text) != reg["sha256"]:
             diff = "".join(difflib.unified_diff(reg["text"].splitlines(keepends=True), text.splitlines(keepends=True),
                                                 f"{path} (registered)", f"{path} (now)"))
         elif reg is not None and text is None:
             diff = f"--- {path} (registered)\n+++ {path} (now)\n(the file is missing)\n"
+        elif reg is None and record is not None:
+            diff = f"--- {path} (not registered)\n+++ {path} (now)\n(a file the registration did not record)\n"
         files.append(FileCheck(role, str(path), None if text is None else sha256(text),
                                None if reg is None else reg["sha256"], diff))
     return SetupCheck(name, None if record is None else record["registered"], (record or {}).get("note", ""),

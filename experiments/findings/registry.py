@@ -5,8 +5,9 @@ its sweep, conf/experiment/finding_<name>.yaml).
     f = get_finding("rope_vs_learned"); f.claim, f.by, f.rule(evidence)
 
 Each claim lives in its own module (alibi_extrapolation.py, ...) as plain module constants and a `rule(ev)`
-function; `Finding.from_module` gathers them. The module and its sweep YAML are fixed by a registration
-(registration.py) before a full run. A changed setup is a new version of the finding, a new name `<name>_v2`
+function; `Finding.from_module` gathers them. The module, its sweep YAML and the files it lists in EXTRA_FILES are
+fixed by a registration (registration.py) before a full run. A finding whose YAML selects `hydra/sweeper=tuned`
+(the v2 findings, PLAN_v2.md) runs every arm at its own best lr (cli.py, tuned.py). A changed setup is a new version of the finding, a new name `<name>_v2`
 (`_v3`, ...) with its own module, YAML and registration; `versions(name)` lists a finding's versions, oldest first.
 The smoke overrides shared by every finding are here too.
 Not handled: running anything (cli.py), rendering (doc.py), the registration record (registration.py).
@@ -22,9 +23,14 @@ from typing import Any, Callable, Sequence
 from experiments.findings.evidence import Evidence, Verdict
 
 # --smoke: seconds per run (the tests' TINY shape), same sweep otherwise. Only the finding's own smoke list and the
-# shape (unless a finding keeps its shapes, as kaplan_aspect_ratio's presets) are added to these.
+# shape (unless a finding keeps its shapes, as kaplan_aspect_ratio's presets) are added to these. A tuned finding
+# (its sweeper sets the seeds) gets SMOKE_TUNED_SEEDS instead of `seed=0,1`: the same 2 fresh seeds and one tuning
+# seed, its own grid; a finding whose YAML selects its data (DATA_IN_YAML) gets SMOKE_DATA unless data is given.
 SMOKE = ["tokenizer.vocab_size=1024", "train.n_ctx=32", "train.batch_size=4", "train.tokens=384",
          "train.eval_interval=3", "train.eval_batches=2", "train.ckpt_interval=3", "seed=0,1"]
+SMOKE_SEEDS = "seed=0,1"
+SMOKE_TUNED_SEEDS = ["hydra.sweeper.seeds=[0,1]", "hydra.sweeper.tune_seeds=[1000]"]
+SMOKE_DATA = ["finding/data=embedded"]  # conf/finding/data/embedded.yaml: the default embedded corpus
 SMOKE_SHAPE = ["model.d_model=32", "model.n_heads=2", "model.n_layers=2"]
 VERSION = re.compile(r"^(?P<base>.+)_v(?P<n>[0-9]+)$")  # rope_vs_learned_v2: version 2 of rope_vs_learned
 
@@ -50,6 +56,8 @@ class Finding:
     sesoi: float | None = None  # pre-registered smallest effect of interest (nats): the seeds-needed line's target
     sesoi_why: str = ""  # one sentence: why that size
     post_hoc: str = ""  # text written after seeing results, markdown; its own labelled section in the doc
+    extra_files: tuple[str, ...] = ()  # repo-relative paths / globs hashed with the module and YAML (registration)
+    data: str = "tinystories"  # the pre-registered data (data.DATA_FILES key); its `in_yaml` says who selects it
 
     @property
     def experiment(self) -> str:
@@ -63,10 +71,15 @@ class Finding:
                    rule_text=m.RULE, rule=m.rule, figures=tuple(m.FIGURES), smoke=tuple(getattr(m, "SMOKE", ())),
                    smoke_shape=getattr(m, "SMOKE_SHAPE", True), measure=getattr(m, "measure", None),
                    requires=getattr(m, "requires", None), sesoi=getattr(m, "SESOI", None),
-                   sesoi_why=getattr(m, "SESOI_WHY", ""), post_hoc=getattr(m, "POST_HOC", ""))
+                   sesoi_why=getattr(m, "SESOI_WHY", ""), post_hoc=getattr(m, "POST_HOC", ""),
+                   extra_files=tuple(getattr(m, "EXTRA_FILES", ())), data=getattr(m, "DATA", "tinystories"))
 
-    def smoke_overrides(self) -> list[str]:
-        return [*SMOKE, *(SMOKE_SHAPE if self.smoke_shape else []), *self.smoke]
+    def smoke_overrides(self, tuned: bool = False, data_in_yaml: bool = False) -> list[str]:
+        """The --smoke overrides: SMOKE (its seeds in the tuned sweeper's keys when `tuned`), the smoke shape, the
+        embedded corpus when the YAML selects the data (`data_in_yaml`, and no data override was given), its own."""
+        seeds = SMOKE_TUNED_SEEDS if tuned else [SMOKE_SEEDS]
+        return [*(o for o in SMOKE if o != SMOKE_SEEDS), *seeds, *(SMOKE_SHAPE if self.smoke_shape else []),
+                *(SMOKE_DATA if data_in_yaml else []), *self.smoke]
 
 
 def split_version(name: str) -> tuple[str, int]:
