@@ -7,16 +7,21 @@ before the full run; a changed setup is a new version of the finding (`<name>_v2
     python -m experiments.findings alibi_extrapolation        # the full run -> docs/findings/alibi_extrapolation.md
     python -m experiments.findings alibi_extrapolation --data-file tinystories.txt   # on a download of its data file
     python -m experiments.findings alibi_extrapolation data=text 'data.paths=[corpus.txt]'   # on other text
+    python -m experiments.findings rope_vs_learned_v2 --smoke          # a tuned finding: the same command
     python -m experiments.findings alibi_extrapolation_v2 --register   # fix a new version's setup before its run
 
-Modules: registry.py (Finding, FINDINGS, versions), one module per claim (alibi_extrapolation, xiong_postln_warmup,
-kaplan_aspect_ratio, swiglu_vs_gelu, rmsnorm_vs_layernorm, rope_vs_learned: claim, citation, the paper's number,
-setup, group keys, baseline and rule; optional SESOI and POST_HOC), registration.py (the registration record in
-registered/<name>.json and the check of the files against it), data.py (the pre-registered data file: what it is,
-where to get it, the hub alternative; the data a sweep actually used), evidence.py (what a rule reads and returns),
-multiple.py (Holm's correction), measure_init.py (gradient norms at init, for xiong_postln_warmup), judge.py (a
-finished sweep -> report, verdict, doc), doc.py (the markdown), index.py (the README's table, pointers to newer
-versions), cli.py (the command).
+Modules: registry.py (Finding, FINDINGS, versions), one module per claim (v1: alibi_extrapolation,
+xiong_postln_warmup, kaplan_aspect_ratio, swiglu_vs_gelu, rmsnorm_vs_layernorm, rope_vs_learned; v2, tuned:
+<name>_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied: claim, citation, the paper's number, setup, group
+keys, baseline and rule; optional SESOI, POST_HOC, DATA, EXTRA_FILES), protocol_v2.py (the setup the v2 findings
+share), registration.py (the registration record in registered/<name>.json and the check of the files against it),
+data.py (the pre-registered data files: what they are, where to get them; the data a sweep actually used),
+tuned.py (a tuned sweep's final and tuning runs), evidence.py (what a rule reads and returns), readings.py
+(equivalence against a SESOI, shape spread and trend, lr sensitivity), multiple.py (Holm's correction), arms.py (each
+arm's model without training), measure_init.py / measure_encdec.py (gradient norms at init, for the xiong findings),
+measure_norms.py (compiled step time, for rmsnorm_vs_layernorm_v2), judge.py (a finished sweep -> report, verdict,
+doc), budget.py (CPU-hours, data seen), doc.py / doc_budget.py / md.py / grad_plot.py (the markdown and figures),
+index.py (the README's table, pointers to newer versions), cli.py (the command).
 User docs: docs/findings/README.md. Importing this package does not import torch or matplotlib.
 """
 
