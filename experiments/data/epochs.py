@@ -1,4 +1,4 @@
-"""Training windows that cover the train split once per epoch (`train.sampler=epoch`), and the epoch count of a run.
+"""Training windows that cover the train split once per epoch (`train.sampler=epoch`).
 
 The default sampler (corpus.WindowSampler, `train.sampler=random`, nanoGPT's) draws window starts uniformly with
 replacement: after N tokens of training some tokens were seen twice and others never. EpochSampler instead cuts
@@ -45,6 +45,11 @@ class EpochSampler:
         self.batch = 0  # index of the next micro-batch
         self._order: tuple[int, torch.Tensor] | None = None  # (epoch, its permutation), the current epoch's
 
+    @property
+    def tokens_per_epoch(self) -> int:
+        """Tokens one pass deals: whole global batches of windows (the tail shorter than one is skipped)."""
+        return self.per_epoch * self.world * self.batch_size * self.n_ctx
+
     def seek(self, batch: int) -> None:
         """The next batch is micro-batch number `batch` (resume: optimizer step x train.grad_accum)."""
         self.batch = batch
@@ -68,8 +73,3 @@ class EpochSampler:
         self.batch += 1
         chunk = torch.from_numpy(chunk)  # (B, T+1)
         return chunk[:, :-1], chunk[:, 1:]
-
-
-def epochs_seen(tokens_trained: int, train_tokens: int) -> float:
-    """How many times a run's training tokens cover its train split (1.94 = the split was seen about twice)."""
-    return tokens_trained / max(train_tokens, 1)

@@ -49,11 +49,11 @@ class Budget:
                    flops_per_token=flops_per_token, grad_accum=tc.grad_accum)
 
 
-def check_epochs(tc: TrainConfig, budget: Budget, epoch_tokens: int | None, *, warn: bool) -> float | None:
-    """The passes over the train split this run's budget makes (None: not counted, seq2seq). ConfigError when they
-    exceed train.max_epochs; a warning (if `warn`) when random windows go past one pass."""
+def check_epochs(tc: TrainConfig, budget: Budget, epoch_tokens: int | None, *, warn: bool) -> None:
+    """ConfigError when this run's budget covers the train split (`epoch_tokens` a pass; None: not counted,
+    seq2seq) more than train.max_epochs times; a warning (if `warn`) when random windows go past one pass."""
     if epoch_tokens is None:
-        return None
+        return
     planned = budget.total_steps * budget.tokens_per_step
     epochs = planned / epoch_tokens
     if tc.max_epochs is not None and epochs > tc.max_epochs:
@@ -63,4 +63,3 @@ def check_epochs(tc: TrainConfig, budget: Budget, epoch_tokens: int | None, *, w
     if warn and epochs > 1 and tc.sampler == "random":
         log.warning("the budget of %d tokens covers the train split (%d tokens) %.2f times: tokens repeat "
                     "(train.sampler=epoch with train.max_epochs=1 sees each once)", planned, epoch_tokens, epochs)
-    return epochs

@@ -10,7 +10,8 @@
     task.evaluate(model, device, final)   # the val/* metrics of one eval
 
 LMTask (task=lm, the default): corpus -> tokenizer -> token memmaps, windows of train.n_ctx tokens (random
-starts, or each once per epoch with train.sampler=epoch: experiments/data/epochs.py), next-token loss; evals give val/loss, val/ppl, val/bpb, attention entropy and length extrapolation.
+starts, or each once per epoch with train.sampler=epoch: experiments/data/epochs.py), next-token loss; evals give
+val/loss, val/ppl, val/bpb, attention entropy and length extrapolation.
 Seq2SeqTask (task=seq2seq): (source, target) pairs -> padded (src, tgt_in, tgt_out) batches for the
 encoder-decoder; `tokens` counts decoder tokens; evals give loss, token accuracy and exact match per length.
 Adding a task: a class with these members, one line in TASKS, a conf/task/<name>.yaml.
@@ -82,7 +83,7 @@ class LMTask:
         """Tokens one pass over the train split trains on: the split's length (random windows), or the windows the
         epoch sampler deals per epoch (its tail shorter than a global batch is skipped)."""
         if isinstance(self.sampler, EpochSampler):
-            return self.sampler.per_epoch * self.sampler.world * self.sampler.batch_size * self.sampler.n_ctx
+            return self.sampler.tokens_per_epoch
         return len(self.data.train)
 
     def resume_at(self, batch: int) -> None:
