@@ -4,10 +4,19 @@
 without MPS, `banana`) and spreads the jobs of a parallel sweep over the GPUs (`gpu_slot`: one slot per live
 worker process, device = slot modulo the GPU count).
 
-Launch with `torchrun --nproc_per_node N -m experiments.train ...` (or SLURM + submitit with one task per GPU):
-the env vars RANK / WORLD_SIZE / LOCAL_RANK (or, inside an srun step, SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID;
-one node, or several with MASTER_ADDR set) switch it on. Backend: nccl on CUDA, gloo otherwise. Without those variables everything here is a no-op for a
-single process. Not handled: multi-node rendezvous beyond what torchrun provides, FSDP / tensor parallelism.
+Two launchers switch DDP on (backend: nccl on CUDA, gloo otherwise); without them everything here is a no-op for a
+single process:
+* torchrun, one node (`--standalone --nproc_per_node N`) or several (`--nnodes N --rdzv_backend c10d
+  --rdzv_endpoint host:port`): its RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_ADDR are used as given;
+* an srun step with several tasks (`srun python -m experiments.train ...`, or submitit's): SLURM_PROCID /
+  SLURM_NTASKS / SLURM_LOCALID, the tasks on this node from SLURM_STEP_TASKS_PER_NODE ("2(x3),1"), MASTER_PORT =
+  20000 + SLURM_JOB_ID mod 20000. On one node the group meets on 127.0.0.1; on several, MASTER_ADDR is the first
+  host of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST), where task 0 runs: `scontrol show hostnames <list>` when
+  scontrol is on PATH and answers, else `expand_hostlist` (the same rules, for containers without SLURM's tools or
+  a node without slurm.conf, where scontrol refuses to start). A MASTER_ADDR / MASTER_PORT already set is kept.
+Not handled: a first node whose name other nodes cannot resolve (set MASTER_ADDR by hand), task 0 elsewhere than on
+the first node (`--distribution=arbitrary`), two DDP steps of one job running at once (same MASTER_PORT),
+heterogeneous jobs, FSDP / tensor parallelism.
 """
 
 from __future__ import annotations
@@ -17,7 +26,11 @@ import hashlib
 import itertools
 import logging
 import os
+import re
+import shutil
+import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +61,8 @@ class DistInfo:
 
 
 def env_info() -> DistInfo:
-    """Rank layout from torchrun's (or SLURM's) environment; a single process when neither is set."""
+    """Rank layout from torchrun's (or SLURM's) environment; a single process when neither is set. Inside a
+    several-task srun step it also sets MASTER_ADDR (several nodes) and MASTER_PORT unless set (module docstring)."""
     env = os.environ
     if "RANK" in env and "WORLD_SIZE" in env:
         return DistInfo(
@@ -57,19 +71,83 @@ def env_info() -> DistInfo:
             local_rank=int(env.get("LOCAL_RANK", 0)),
             local_world_size=int(env.get("LOCAL_WORLD_SIZE", 1)),
         )
-    # an srun step (submitit runs one) with several tasks; one node, or a MASTER_ADDR you set for several nodes
-    in_step = "SLURM_STEP_ID" in env or "SLURM_STEPID" in env
-    single_node = int(env.get("SLURM_NNODES", "1")) == 1
-    if in_step and int(env.get("SLURM_NTASKS", "1")) > 1 and (single_node or "MASTER_ADDR" in env):
-        os.environ.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
-        n_local = int(env.get("SLURM_NTASKS_PER_NODE", env.get("SLURM_NTASKS", "1")).split("(")[0])
-        return DistInfo(
-            rank=int(env["SLURM_PROCID"]),
-            world_size=int(env["SLURM_NTASKS"]),
-            local_rank=int(env.get("SLURM_LOCALID", 0)),
-            local_world_size=n_local,
-        )
-    return DistInfo()
+    in_step = "SLURM_STEP_ID" in env or "SLURM_STEPID" in env  # an srun step (submitit runs one)
+    if not in_step or int(env.get("SLURM_NTASKS", "1")) <= 1:
+        return DistInfo()
+    nodes = int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES", "1")))
+    if nodes > 1 and "MASTER_ADDR" not in env:
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+        if not nodelist:
+            raise ConfigError(f"an srun step on {nodes} nodes without SLURM_STEP_NODELIST or SLURM_JOB_NODELIST: "
+                              "set MASTER_ADDR to the address of the node of task 0")
+        os.environ["MASTER_ADDR"] = first_host(nodelist)
+    os.environ.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
+    return DistInfo(
+        rank=int(env["SLURM_PROCID"]),
+        world_size=int(env["SLURM_NTASKS"]),
+        local_rank=int(env.get("SLURM_LOCALID", 0)),
+        local_world_size=_tasks_on_this_node(env),
+    )
+
+
+def _tasks_on_this_node(env: Mapping[str, str]) -> int:
+    """The tasks of this srun step on this node. SLURM writes them per node, repeats compressed:
+    "2(x3),1" -> [2, 2, 2, 1], indexed by SLURM_NODEID; SLURM_NTASKS_PER_NODE / SLURM_NTASKS when it is absent."""
+    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_NTASKS", "1")
+    counts = []
+    for part in spec.split(","):
+        count, _, times = part.partition("(x")
+        counts += [int(count)] * int(times.rstrip(")") or 1)
+    return counts[min(int(env.get("SLURM_NODEID", 0)), len(counts) - 1)]
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM host list: `scontrol show hostnames` when it is on PATH and answers, else
+    `expand_hostlist` (a ConfigError for a list that is not one)."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is not None:
+        try:
+            out = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True,
+                                 timeout=30)
+            if out.returncode == 0 and out.stdout.split():
+                return out.stdout.split()[0]
+            why = (out.stderr.strip().splitlines() or ["no hosts"])[-1]  # its last line: the reason
+            log.info("scontrol show hostnames %s: %s; using archlab's parser", nodelist, why)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log.info("scontrol show hostnames %s: %s; using archlab's parser", nodelist, e)
+    return expand_hostlist(nodelist)[0]
+
+
+_NAME = re.compile(r"(?:[^,\[\]]|\[[^\[\]]*\])+")  # one host pattern: text and [..] groups, up to a comma outside []
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?")  # N or N-M
+
+
+def expand_hostlist(spec: str) -> list[str]:
+    """Every host of a SLURM host list, in order, as `scontrol show hostnames` prints them; ConfigError (one line)
+    for a list that is not one. Several [] groups in one name vary the last one fastest; a range is as wide as its
+    first bound ("01-10" -> 01..10, "1-010" -> 1..10, "8-11" -> 8..11). Example:
+    "node[01-03,07],gpu5" -> node01 node02 node03 node07 gpu5; "a[1-2]b[3-4]" -> a1b3 a1b4 a2b3 a2b4.
+    Text after the last [] group ("n[1-2].ib"), which scontrol 22.05 refuses, is kept as a suffix."""
+    names = _NAME.findall(spec)
+    if not names or set(_NAME.sub("", spec)) - {","}:  # nothing, or a bracket left unmatched
+        raise ConfigError(f"SLURM host list {spec!r}: not a host list (e.g. node[01-03,07],gpu5)")
+    hosts: list[str] = []
+    for name in names:
+        parts = re.split(r"\[([^\]]*)\]", name)  # text, group, text, group, ..., text
+        choices = [[p] if i % 2 == 0 else _expand_group(p, spec) for i, p in enumerate(parts)]
+        hosts += ["".join(c) for c in itertools.product(*choices)]
+    return hosts
+
+
+def _expand_group(group: str, spec: str) -> list[str]:
+    """The numbers of one [..] group: "01-03,7" -> [01, 02, 03, 7]."""
+    out = []
+    for r in group.split(","):
+        m = _RANGE.fullmatch(r)
+        if m is None or int(m[1]) > int(m[2] or m[1]):
+            raise ConfigError(f"SLURM host list {spec!r}: {r!r} is not a range (N or N-M with N <= M)")
+        out += [str(n).zfill(len(m[1])) for n in range(int(m[1]), int(m[2] or m[1]) + 1)]
+    return out
 
 
 def pick_device(pref: str, info: DistInfo, *, parallel: bool = False) -> torch.device:
