@@ -17,7 +17,7 @@ STAMP := $(VENV)/.archlab-installed
 PYTEST_ENV := WANDB_MODE=disabled HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 PYTEST := $(PYTEST_ENV) $(PY) -m pytest
 
-.PHONY: venv demo test test-all bench browser clean
+.PHONY: venv demo test test-all bench browser slurm clean
 
 venv: $(STAMP)
 
@@ -37,13 +37,21 @@ browser:
 	      || echo "note: could not install chromium; the report-rendering test will skip"; \
 	    else echo "note: chromium not found and not root; the report-rendering test will skip"; fi; }
 
+# SLURM (slurm-wlm, munge) for the `slurm` tests, which start a one-node cluster with scripts/local_slurm.sh. Best
+# effort, as for chromium: where it cannot be installed (not root, no apt-get) those tests skip and say why.
+slurm:
+	@command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      bash scripts/local_slurm.sh install || echo "note: could not install slurm-wlm/munge; the slurm tests will skip"; \
+	    else echo "note: slurm-wlm/munge not found and not root; the slurm tests will skip"; fi; }
+
 demo: $(STAMP)
 	$(PY) -m experiments.demo
 
-test: $(STAMP) browser
+test: $(STAMP) browser slurm
 	$(PYTEST) -m "not slow"
 
-test-all: $(STAMP) browser
+test-all: $(STAMP) browser slurm
 	$(PYTEST)
 
 bench: $(STAMP)

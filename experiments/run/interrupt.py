@@ -18,6 +18,12 @@ process (`forward=True`) passes the request on to its job processes (joblib's wo
 as well (the whole process group gets it), and a `kill` of the launcher or of the findings command reaches only
 that one process. Only a second SIGINT/SIGTERM means "stop now".
 
+SLURM (`arm_requeue()`, called by the SLURM launcher in the job's process, experiments/sweep/requeue.py): the
+scheduler's warning signal REQUEUE_SIGNAL (SIGUSR2: submitit's `--signal=USR2@signal_delay_s` before the time limit,
+or `scancel --signal=USR2` for a preemption) is a soft request too: the step finishes, a checkpoint is saved, and
+`stop.requeue` tells the loop to record `requeued` (or `interrupted`, when the job may not be requeued again) instead
+of `interrupted`. Without arm_requeue, SIGUSR2 keeps whatever handler the process had.
+
 Handled: the main thread of the process (signal handlers can only be installed there; elsewhere, e.g. in a
 joblib worker thread, StopRequest does nothing and Python's default handling stays). Not handled: SIGKILL (it
 cannot be caught: the last atomic checkpoint is what a resume starts from), SIGHUP, and platforms without SIGUSR1
@@ -36,6 +42,8 @@ from typing import Any, Callable
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SWEEP_STOP: int | None = getattr(signal, "SIGUSR1", None)  # launcher -> its jobs: stop after the step (soft)
+REQUEUE_SIGNAL: int | None = getattr(signal, "SIGUSR2", None)  # SLURM -> a job: time limit near / preempted (soft)
+REQUEUE_NAME = "SIGUSR2 (SLURM: time limit near or preemption)"
 EXIT_CODE = 130
 
 
@@ -56,9 +64,16 @@ class RunInterrupted(KeyboardInterrupt):
 class _State:
     requested: str | None = None  # the name of the signal that asked to stop (the user's, when one arrived)
     hard: int = 0                 # SIGINT/SIGTERM received (SWEEP_STOP does not count): the second stops now
+    requeue: bool = False         # the request was REQUEUE_SIGNAL alone (no Ctrl-C / SIGTERM): the job may be requeued
 
 
 _SWEEPS: dict[str, _State] = {}  # sweep dir -> its stop state in this process (a job process may run many jobs)
+_REQUEUE_ARMED = [False]         # set by arm_requeue() in a SLURM job's process
+
+
+def arm_requeue(armed: bool = True) -> None:
+    """Handle REQUEUE_SIGNAL in every StopRequest entered from now on (the SLURM launcher, in the job's process)."""
+    _REQUEUE_ARMED[0] = armed and REQUEUE_SIGNAL is not None
 
 
 def sweep_stopped(sweep: str | os.PathLike[str]) -> str | None:
@@ -74,6 +89,8 @@ def signal_name(signum: int) -> str:
         return "Ctrl-C or SIGTERM (passed on by the sweep)"
     if signum == signal.SIGINT:
         return "Ctrl-C (SIGINT)"
+    if signum == REQUEUE_SIGNAL:
+        return REQUEUE_NAME
     return signal.Signals(signum).name
 
 
@@ -92,9 +109,18 @@ class StopRequest:
     def requested(self) -> str | None:
         return self._state.requested
 
+    @property
+    def requeue(self) -> bool:
+        """The stop was asked by SLURM's warning signal only (a Ctrl-C or SIGTERM as well makes it a plain stop)."""
+        return self._state.requeue and self._state.hard == 0
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         st, first = self._state, self._state.requested is None
-        if signum != SWEEP_STOP:
+        if signum == REQUEUE_SIGNAL:
+            st.requeue = True
+            if first:
+                st.requested = signal_name(signum)
+        elif signum != SWEEP_STOP:
             st.hard += 1
             if st.hard > 1:  # the second Ctrl-C / SIGTERM: stop now
                 raise KeyboardInterrupt(f"second {signal.Signals(signum).name}")
@@ -106,7 +132,8 @@ class StopRequest:
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
-            for sig in (*SIGNALS, *([SWEEP_STOP] if SWEEP_STOP is not None else [])):
+            armed = [REQUEUE_SIGNAL] if _REQUEUE_ARMED[0] else []
+            for sig in (*SIGNALS, *([SWEEP_STOP] if SWEEP_STOP is not None else []), *armed):
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 

@@ -4,9 +4,8 @@
     loop(): train_step (grad_accum micro-batches, clip, optimizer step) | evaluate | checkpoint | interrupt
 
 What differs between a language model and seq2seq (data, model config, cost of a step, eval metrics) is the task's
-(experiments/run/tasks.py); how long the run trains is its Budget (experiments/run/budget.py). Only rank 0
-(`is_main`) writes files; every rank steps. What each outcome leaves in summary.json: experiments/run/train.py;
-jobs that never reach the loop: experiments/sweep/records.py.
+(run/tasks.py); how long the run trains is its Budget (run/budget.py). Only rank 0 (`is_main`) writes files; every
+rank steps. What each outcome leaves in summary.json: run/train.py; jobs that never reach the loop: sweep/records.py.
 Not handled: gradient accumulation across DDP ranks with uneven batches, FSDP, evaluation on all ranks.
 """
 
@@ -41,6 +40,7 @@ from experiments.rundir.checkpoint import (CheckpointError, Checkpoints, check_s
                                            save_weights, set_rng_state)
 from experiments.rundir.layout import RunDir, RunDirError, RunResults, RunStatus, RunSummary
 from experiments.rundir.tracking import Tracker
+from experiments.sweep import requeue
 from experiments.sweep.job import num_threads, progress_label, resolve_run_dir, run_identity, sweep_dir
 from experiments.sweep.records import record_setup_failure, setup_failure_status
 from tokenizer.progress import progress_bar
@@ -355,12 +355,15 @@ class TrainingRun:
         return distributed.any_across_ranks(requested, self.device) if self.info.enabled else requested
 
     def interrupt(self) -> None:
-        """Ctrl-C / SIGTERM between steps: checkpoint, summary `interrupted`, raise RunInterrupted."""
+        """Ctrl-C / SIGTERM between steps: checkpoint, `interrupted` (SLURM's SIGUSR2: `requeued` if sweep/requeue.py
+        says the job may be requeued), raise RunInterrupted."""
         self.checkpoint()
-        signame = (self.stop.requested if self.stop else None) or "signal"
-        self.finish(RunStatus.INTERRUPTED,
-                    error=f"{signame} at step {self.step}; checkpoint saved, resume with train.resume=true")
-        raise RunInterrupted(f"interrupted at step {self.step}", self.result.to_dict())
+        status, signame = RunStatus.INTERRUPTED, (self.stop.requested if self.stop else None) or "signal"
+        error = f"{signame} at step {self.step}; checkpoint saved, resume with train.resume=true"
+        if self.stop is not None and self.stop.requeue:
+            status, error = requeue.decide(self.step).outcome
+        self.finish(status, error=error)
+        raise RunInterrupted(f"{status} at step {self.step}", self.result.to_dict())
 
     def summary(self, status: RunStatus, *, error: str | None = None,
                 diverged_at_step: int | None = None) -> RunSummary:

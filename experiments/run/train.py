@@ -25,7 +25,9 @@ What happens to a run, and what summary.json then says:
   resumes it (experiments/run/interrupt.py, experiments/sweep/callbacks.py);
 * an exception or a config error, during setup or in the loop: `failed` with the reason in `error` (a failed
   resume leaves the earlier run's files untouched); a damaged checkpoint is one ConfigError naming the file;
-* SIGKILL: summary.json keeps `running`; `train.resume=true` continues from the last atomic checkpoint.
+* SIGKILL: summary.json keeps `running`; `train.resume=true` continues from the last atomic checkpoint;
+* SIGUSR2 in a job of hydra/launcher=slurm (time limit near, preemption): checkpoint, `requeued`, the job requeues
+  itself and resumes (experiments/sweep/requeue.py).
 Under torchrun each rank samples its own windows (seeded per rank), the
 logged loss is the mean over ranks, and only rank 0 evaluates, logs and checkpoints.
 Not handled: gradient accumulation across DDP ranks with uneven batches, FSDP, evaluation on all ranks.
@@ -117,7 +119,8 @@ def main(cfg: DictConfig) -> float | None:
         how = str(e) if isinstance(e, RunInterrupted) else "interrupted"
         if is_multirun():  # the other jobs record themselves; the sweep's last line says how to resume them all
             started = not isinstance(e, RunInterrupted) or e.started
-            print(f"{how}; {run_dir}: summary.json says interrupted" if started else f"{run_dir}: {how}",
+            status = (getattr(e, "summary", None) or {}).get("status") or "interrupted"
+            print(f"{how}; {run_dir}: summary.json says {status}" if started else f"{run_dir}: {how}",
                   file=sys.stderr, flush=True)
             return None
         print(f"{how}; {run_dir}: summary.json says interrupted; resume with: {resume_command(run_dir)}",

@@ -63,6 +63,8 @@ class RunStatus(StrEnum):
     DIVERGED = "diverged"        # a non-finite loss or grad norm: a result of the experiment, not a fault
     INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM (checkpoint saved), or a stopped sweep never started it
     FAILED = "failed"            # an exception or a config error; `error` says which
+    REQUEUED = "requeued"        # a SLURM job warned of its time limit / preemption: checkpoint saved, job requeued
+                                 # (it resumes by itself and then reads running, completed, ...)
 
     @classmethod
     def of(cls, value: object) -> RunStatus | None:

@@ -14,9 +14,11 @@ then it builds `<sweep dir>/report/` with experiments.compare (always: a sweep w
 that says so) and prints the path of report.html (or, if that fails, why, and the command to retry).
 
 Exit status: 130 for a sweep stopped by a signal (SweepStop); else a sweep in which any job `failed` or was
-`interrupted` (or left no summary) exits 1 after the report is built, so a script or CI sees it; `diverged` is a result of the experiment, not a fault, and keeps exit 0.
+`interrupted` (or left no summary) exits 1 after the report is built, so a script or CI sees it (with the command
+that resumes the sweep when a job was stopped rather than failed); `diverged` is a result of the experiment, not a fault, and keeps exit 0.
 Run dirs are read through experiments/rundir/layout.py.
-Not handled: SLURM sweeps whose jobs are still queued when the launcher returns (statuses then read `running`).
+On SLURM (hydra/launcher=slurm) the launcher returns when every job ended (experiments/sweep/slurm.py), so the same
+lines, report and exit status hold there.
 """
 
 from __future__ import annotations
@@ -118,4 +120,6 @@ class SweepReport(Callback):
             release_sweep(str(sweep_dir))  # SweepStop.on_multirun_end never runs after this SystemExit
             names = ", ".join(f"{d.name} ({status})" for d, status in faults)
             print(f"[archlab] {len(faults)} of {len(jobs)} run(s) did not complete: {names}", file=sys.stderr, flush=True)
+            if any(status != RunStatus.FAILED for _, status in faults):  # stopped / requeued / killed: they can go on
+                print(f"[archlab] resume them with: {sweep_resume_command(sweep_dir)}", file=sys.stderr, flush=True)
             raise SystemExit(1)

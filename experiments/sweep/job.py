@@ -5,7 +5,8 @@
     resolve_run_dir(rc)      where the run writes: train.run_dir > Hydra's output dir > outputs/<experiment>/<time>
     run_identity(run_dir)    (run name, overrides) for summary.json and wandb: `model/pos=rope,seed=1`
     progress_label(run_dir)  the values this job sweeps, for its progress bar: `pos=rope seed=1`
-    num_threads(n, ranks)    torch CPU threads per job: the CPUs shared by the sweep's parallel jobs and DDP ranks
+    num_threads(n, ranks)    torch CPU threads per job: SLURM's cpus per task, or the CPUs shared by the sweep's
+                             parallel jobs and DDP ranks
 
 Not handled: sweepers other than Hydra's basic one for `progress_label` (an Optuna sweep has no comma lists to
 read: the label then shows every override of the job).
@@ -122,10 +123,13 @@ def parallel_jobs() -> int:
 
 
 def num_threads(requested: int | None, local_ranks: int) -> int | None:
-    """Torch CPU threads for this job: `requested` (train.num_threads), else the CPUs this process may use divided
-    by (parallel sweep jobs x local DDP ranks) when that is > 1, else None (torch's default)."""
+    """Torch CPU threads for this job: `requested` (train.num_threads), else in a SLURM job its SLURM_CPUS_PER_TASK
+    (a cluster without CPU binding would let each job's torch use every core of the node), else the CPUs this
+    process may use divided by (parallel sweep jobs x local DDP ranks) when that is > 1, else None (torch's default)."""
     if requested:
         return int(requested)
+    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():  # a SLURM job: the CPUs it asked for (cpus_per_task)
+        return max(1, int(os.environ["SLURM_CPUS_PER_TASK"]))
     parallel = local_ranks * parallel_jobs()
     if parallel <= 1:
         return None

@@ -7,6 +7,9 @@
                                       model, checkpoint)                      interrupted
     in the loop: TrainingRun.finish (experiments/run/loop.py): failed (the exception), interrupted (checkpoint
         saved), diverged (non-finite loss or grad norm)
+    on SLURM: requeued (the loop, after the scheduler's warning signal: experiments/sweep/requeue.py);
+        record_unfinished(dir, ...)   a job the scheduler ended without      interrupted  "SLURM job 12_1 ended
+                                      its loop's last word (scancel, kill)                 CANCELLED ..."
     at the end of the sweep: experiments/sweep/callbacks.py prints one line per job with its reason, builds the
         report (which lists them) and exits 1 when a job failed or was interrupted
 
@@ -18,6 +21,7 @@ one-line error says it all. A job SIGKILLed keeps the `running` its loop wrote.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +89,21 @@ def record_setup_failure(run_dir: Path, e: BaseException, *, experiment: str, se
     RunDir(run_dir).write_summary(RunSummary(setup_failure_status(e), error=" ".join(error.split()),
                                              experiment=experiment, run_name=run_name, overrides=overrides, seed=seed,
                                              steps=steps, tokens=tokens, run_dir=str(run_dir)))
+
+
+def record_unfinished(run_dir: Path, status: RunStatus, error: str) -> dict[str, Any]:
+    """A job that ended without its run's last word (its summary still `running` or `requeued`, or none: killed by
+    the scheduler, the node lost) gets `status` and `error`, its other fields kept; a run that wrote its own end
+    (completed, interrupted, failed, ...) keeps it. Returns the summary now on disk (a job that died before its run
+    dir was made gets the dir, so the sweep's report and exit status count it)."""
+    rd = RunDir(run_dir)
+    on_disk = rd.read_summary()
+    if on_disk is None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        summary = RunSummary(status, error=error, run_name=run_dir.name, run_dir=str(run_dir))
+    elif RunStatus.of(on_disk.get("status")) in (RunStatus.RUNNING, RunStatus.REQUEUED):
+        summary = replace(RunSummary.from_dict(on_disk), status=status, error=error)
+    else:
+        return on_disk
+    rd.write_summary(summary)
+    return summary.to_dict()

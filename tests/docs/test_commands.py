@@ -17,7 +17,7 @@ Which commands run (`classify`), by rule:
 * skipped, with the reason printed:
   - `make ...`: creates the venv and runs the whole suite or the demo (CI runs those itself);
   - network or a cluster: `curl`/`wget` downloads, `pip install`, `wandb login/sync`, `data=tinystories`, `--dataset roneneldan/...`,
-    `logger=wandb_online`, `hydra/launcher=slurm`;
+    `logger=wandb_online`, `hydra/launcher=slurm`, the local SLURM cluster (`scripts/local_slurm.sh`, `sinfo`: root);
   - many runs or processes: sweeps (`experiments.train -m`), `torchrun`, benchmarks (`bench/`, `taskset`), a
     finding's full run (`experiments.findings NAME` without `--smoke`): minutes to hours;
   - training budgets beyond the tiny model's default 200 steps: `model=small` or a GPT preset, `train.tokens` above
@@ -65,6 +65,7 @@ SKIPS = [
     (re.compile(r"^make\b"), "a make target: creates the venv and runs the suite or the demo (CI runs them)"),
     (re.compile(r"^(curl|wget)\b|\bpip install\b|\bwandb (login|sync)\b|data=tinystories|--dataset roneneldan/"
                 r"|logger=wandb_online|hydra/launcher=slurm"), "needs the network or a cluster"),
+    (re.compile(r"\blocal_slurm\.sh\b|^sinfo\b"), "needs root and the SLURM packages (tests/experiments/test_slurm.py starts it)"),
     (re.compile(r"\btorchrun\b"), "several processes (DDP)"),
     (re.compile(r"experiments\.train\b.*\s(-m|--multirun)(\s|$)"), "a sweep: many training runs"),
     (re.compile(r"experiments\.findings\s+(?!-)(?!.*--smoke)"), "a finding's full run: hours"),

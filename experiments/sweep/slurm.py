@@ -1,0 +1,143 @@
+"""The submitting side of hydra/launcher=slurm: submit a batch of jobs as one SLURM array, wait for them, record how
+the ones that died ended, and what Ctrl-C on the submitting command means. The job side (requeue on SLURM's warning
+signal) is experiments/sweep/requeue.py; the Hydra plugin that ties both to submitit is
+hydra_plugins/archlab_slurm_launcher.
+
+    jobs = submit(launcher, params, job_params)      submitit's executor, parameters named as in its docs
+    returns = wait(jobs, run_dirs, sweep)            one JobReturn per job, in order; never raises for a failed job
+
+How a job's end is known: its result file (submitit writes it when the job's function returns, which it does for
+every run that completes, diverges, fails or is stopped by SIGTERM), or, for a job that died without one, the
+scheduler's state from `squeue` (CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, ..., or no longer listed) seen on two
+polls in a row. A job whose summary.json then still says `running` or `requeued` (or has none) is recorded
+`interrupted` with the SLURM state as its reason (records.record_unfinished), never left `running`. PENDING,
+RUNNING, REQUEUED, ...: still waiting. `sacct` is not needed (clusters without accounting, as the local test
+cluster, have none).
+
+Ctrl-C / SIGTERM on the submitting command (held by SweepStop: run/interrupt.py): the jobs keep running on the
+cluster, which is what a cluster is for. The command stops waiting, prints the ids of the jobs still queued or
+running, the `scancel` line that cancels them, and `python -m experiments.compare <sweep>` to build the report once
+they end, and exits 130. Resume the sweep (train.resume=true) only after they ended or were cancelled.
+
+Not handled: jobs submitted by an earlier command (re-attach by waiting with `squeue`, then `compare`), heterogeneous
+jobs, and `sacct`-only states (a job purged from squeue before its end was seen reads "no longer listed").
+"""
+
+from __future__ import annotations
+
+import getpass
+import pickle
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.utils import JobReturn, JobStatus
+
+from experiments.run.interrupt import EXIT_CODE, sweep_stopped
+from experiments.rundir.layout import RunStatus
+from experiments.sweep.records import record_unfinished
+
+WAITING = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "COMPLETING", "RESIZING",
+           "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+GONE = "no longer listed by squeue"
+
+
+def squeue_states(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """{job id: SLURM state} of this user's jobs among `job_ids` (array tasks one per line, `12_3`); None when
+    squeue cannot be asked (a passing error of the controller: the caller asks again at its next poll)."""
+    try:
+        proc = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-u", getpass.getuser(), "-o", "%i|%T"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    wanted, states = set(job_ids), {}
+    for line in proc.stdout.splitlines():
+        job, _, state = line.strip().partition("|")
+        if job in wanted:
+            states[job] = state.split()[0] if state else "UNKNOWN"
+    return states
+
+
+def read_result(path: Path) -> tuple[str, Any] | None:
+    """submitit's result file: ("success", [one result per task]) or ("error", traceback text); None if absent."""
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)
+    except (FileNotFoundError, EOFError):
+        return None
+
+
+class SweepJobs:
+    """The jobs of one launch() and the run dirs they write into, waited on together."""
+
+    def __init__(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]], run_dirs: Sequence[Path],
+                 sweep: str) -> None:
+        self.jobs, self.overrides, self.run_dirs, self.sweep = list(jobs), list(overrides), list(run_dirs), sweep
+        self.ended: dict[int, JobReturn] = {}
+        self._seen_end: dict[int, str] = {}  # job index -> the end state seen at the last poll, without a result
+
+    def wait(self, poll_s: float = 1.0, max_poll_s: float = 10.0) -> list[JobReturn]:
+        """Until every job ended (or the user stopped the command: exit 130 with what to do, module docstring)."""
+        delay = poll_s
+        while len(self.ended) < len(self.jobs):
+            self.poll()
+            if len(self.ended) == len(self.jobs):
+                break
+            self._sleep(delay)
+            delay = min(max_poll_s, delay * 1.25)
+        return [self.ended[i] for i in range(len(self.jobs))]
+
+    def poll(self) -> None:
+        todo = [i for i in range(len(self.jobs)) if i not in self.ended]
+        states = squeue_states([self.jobs[i].job_id for i in todo])
+        for i in todo:
+            result = read_result(self.jobs[i].paths.result_pickle)
+            if result is not None:
+                self.ended[i] = self._from_result(i, result)
+            elif states is not None:
+                state = states.get(self.jobs[i].job_id, GONE)
+                if state in WAITING:
+                    self._seen_end.pop(i, None)
+                elif self._seen_end.get(i) == state:  # the same end twice: no result file is coming
+                    self.ended[i] = self._died(i, f"SLURM job {self.jobs[i].job_id} ended {state} without a result")
+                else:
+                    self._seen_end[i] = state
+
+    def _from_result(self, i: int, result: tuple[str, Any]) -> JobReturn:
+        outcome, value = result
+        if outcome == "success":
+            ret = value[0] if isinstance(value, list) and value else value
+            if isinstance(ret, JobReturn):
+                return ret
+        last = str(value).strip().splitlines()[-1] if str(value).strip() else outcome
+        return self._died(i, f"SLURM job {self.jobs[i].job_id}: {last}", status=RunStatus.FAILED)
+
+    def _died(self, i: int, why: str, status: RunStatus = RunStatus.INTERRUPTED) -> JobReturn:
+        record_unfinished(self.run_dirs[i], status, f"{why}; resume the sweep with train.resume=true")
+        ret = JobReturn(overrides=list(self.overrides[i]), working_dir=str(self.run_dirs[i]))
+        ret.status, ret.return_value = JobStatus.COMPLETED, None  # the run dir's summary says what happened
+        return ret
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if sweep_stopped(self.sweep):
+                self.leave_running()
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+
+    def leave_running(self) -> None:
+        """Ctrl-C / SIGTERM on the submitter: say what keeps running and how to cancel or collect it; exit 130."""
+        left = [self.jobs[i].job_id for i in range(len(self.jobs)) if i not in self.ended]
+        why = sweep_stopped(self.sweep)
+        lines = [f"[archlab] stopped waiting ({why}): {len(left)} SLURM job(s) of {self.sweep} keep running on the "
+                 f"cluster: {' '.join(left)}"]
+        if left:
+            lines += [f"[archlab] cancel them: {shlex.join(['scancel', *left])}",
+                      f"[archlab] when they end, build the report: python -m experiments.compare {self.sweep}"]
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_CODE)

@@ -1,0 +1,99 @@
+"""SlurmLauncher: hydra-submitit-launcher's SLURM launcher, with the three things a sweep of archlab needs.
+
+* Requeue that resumes: a job warned of its time limit or preempted (SIGUSR2) finishes its step, checkpoints,
+  records `requeued` and requeues itself with `train.resume=true` (experiments/sweep/requeue.py). The plugin's own
+  `checkpoint` resubmits the job with its first arguments, so it would start over (hydra #2042).
+* Waiting that survives failed jobs: one job cancelled or killed does not end the sweep with a traceback; every job
+  is waited for, one that died is recorded `interrupted` with the SLURM state, and the sweep's report and exit
+  status come as with the local launchers (experiments/sweep/slurm.py).
+* Ctrl-C on the submitting command leaves the jobs running and says how to cancel or collect them.
+
+Its parameters are the plugin's (`timeout_min`, `partition`, `gpus_per_node`, `signal_delay_s`, `max_num_timeout`,
+`array_parallelism`, `additional_parameters`, ...: submitit's docs apply). Hydra imports every module under
+`hydra_plugins` at startup, so this one stays cheap and defines nothing when hydra-submitit-launcher is not
+installed (`hydra/launcher=slurm` is then refused in one line by experiments/config/precheck.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, filter_overrides
+from omegaconf import OmegaConf, open_dict
+
+from experiments.sweep import requeue
+from experiments.sweep.slurm import SweepJobs
+
+try:
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _PluginSlurmLauncher
+except ImportError:  # the `slurm` extra is not installed
+    _PluginSlurmLauncher = None
+
+if _PluginSlurmLauncher is not None:
+
+    class SlurmLauncher(_PluginSlurmLauncher):
+        """hydra.launcher: the submitit_slurm parameters (conf/hydra/launcher/slurm.yaml)."""
+
+        timeouts = 0  # timeouts this job has had (set on the copy that a requeue pickles)
+
+        # -- in the job's process ------------------------------------------------------------------------------
+
+        def __call__(self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str,
+                     singleton_state: dict[type, Singleton]) -> JobReturn:
+            requeue.arm(self.params["timeout_min"], self.params.get("max_num_timeout") or 0, self.timeouts)
+            ret = super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+            decision = requeue.pending()
+            if decision is not None:
+                import submitit  # lazy, as the plugin does: only a job's process needs it
+
+                env = submitit.JobEnvironment()
+                if env.global_rank == 0:
+                    nxt = self.checkpoint(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+                    nxt.function.timeouts = self.timeouts + int(decision.timed_out)
+                    nxt.set_timeout(self.params["timeout_min"],
+                                    (self.params.get("max_num_timeout") or 0) - nxt.function.timeouts)
+                    requeue.requeue_now(nxt, env.paths.submitted_pickle, env.job_id,
+                                        Path(str(ret.hydra_cfg.hydra.runtime.output_dir)))
+            return ret
+
+        def checkpoint(self, sweep_overrides: list[str], *args: Any, **kwargs: Any) -> Any:
+            """The next instance of this job: the same call with train.resume=true (also what submitit's own
+            SIGUSR2 handler resubmits when the signal comes before the run started)."""
+            import submitit
+
+            return submitit.helpers.DelayedSubmission(copy.copy(self), requeue.with_resume(sweep_overrides),
+                                                      *args, **kwargs)
+
+        # -- in the submitting process -------------------------------------------------------------------------
+
+        def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+            import submitit
+
+            assert self.config is not None and self.hydra_context is not None
+            executor = submitit.AutoExecutor(cluster="slurm", folder=self.params["submitit_folder"],
+                                             slurm_max_num_timeout=self.params.get("max_num_timeout") or 0)
+            base = set(OmegaConf.structured(BaseQueueConf).keys())
+            executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in self.params.items()
+                                          if k not in ("submitit_folder", "max_num_timeout")})
+            sweep = Path(str(self.config.hydra.sweep.dir))
+            sweep.mkdir(parents=True, exist_ok=True)
+            params, run_dirs = [], []
+            for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+                print(f"[archlab] #{idx}: {' '.join(filter_overrides(overrides))}", flush=True)
+                params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+                run_dirs.append(self._run_dir(list(overrides), idx))
+            jobs = executor.map_array(self, *zip(*params))
+            print(f"[archlab] submitted SLURM job(s) {' '.join(j.job_id for j in jobs)}; their logs: "
+                  f"{jobs[0].paths.folder.parent}/<job id>/", flush=True)
+            return SweepJobs(jobs, job_overrides, run_dirs, str(sweep)).wait()
+
+        def _run_dir(self, overrides: list[str], idx: int) -> Path:
+            """Where job `idx` writes (hydra.sweep.dir / hydra.sweep.subdir, as Hydra's run_job resolves it)."""
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+            with open_dict(cfg.hydra.job):
+                cfg.hydra.job.num = idx
+            return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)

@@ -1,0 +1,190 @@
+"""Sweeps on a real SLURM scheduler (marked `slurm`): a one-node cluster started by scripts/local_slurm.sh, jobs
+submitted through `sbatch` by hydra/launcher=slurm and run under `slurmd`. No mock of sbatch/squeue anywhere.
+
+Without root, slurm-wlm or munge (a user's laptop) these skip with the reason; CI is root and `make test` installs
+the packages (`make slurm`), so there they run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.run.train import train
+
+from .conftest import PYTHON, REPO, TINY
+
+pytestmark = pytest.mark.slurm
+
+SCRIPT = REPO / "scripts" / "local_slurm.sh"
+JOB = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
+       "hydra.launcher.mem_gb=1"]
+LONG = [*TINY, "train.steps=600", "train.eval_interval=300", "train.ckpt_interval=600", "seed=0"]
+
+
+@pytest.fixture(scope="session")
+def slurm_conf(tmp_path_factory) -> str:
+    """SLURM_CONF of the local cluster, started here when it is not up (and stopped at the end if started here)."""
+    if os.geteuid() != 0:
+        pytest.skip("the local SLURM cluster needs root (slurmd runs jobs as their user): run as root, as CI does")
+    conf = subprocess.run(["bash", str(SCRIPT), "env"], capture_output=True, text=True).stdout.split("=", 1)[-1].strip()
+    env = {**os.environ, "SLURM_CONF": conf}
+    was_up = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, env=env).returncode == 0
+    started = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, env=env)
+    if started.returncode != 0:
+        pytest.skip(f"no local SLURM cluster: {started.stderr.strip().splitlines()[-1] if started.stderr.strip() else started.returncode}")
+    yield conf
+    if not was_up:
+        subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, env=env)
+
+
+@pytest.fixture
+def slurm_env(cli_env, slurm_conf):
+    return {**cli_env, "SLURM_CONF": slurm_conf}
+
+
+def squeue(env: dict, *args: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", *args], capture_output=True, text=True, env=env)
+    return out.stdout.split()
+
+
+def submit(env: dict, sweep: Path, *overrides: str) -> subprocess.Popen:
+    return subprocess.Popen([PYTHON, "-m", "experiments.train", "-m", *JOB, *overrides, f"hydra.sweep.dir={sweep}"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until(check, timeout: float = 120.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def job_dir(sweep: Path, index: int = 0) -> Path:
+    return next(sweep.glob(f"{index}_*"))
+
+
+def summary(run_dir: Path) -> dict:
+    path = run_dir / "summary.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def started_training(sweep: Path) -> bool:
+    dirs = list(sweep.glob("0_*/metrics.jsonl"))
+    return bool(dirs) and dirs[0].stat().st_size > 0
+
+
+def losses(run_dir: Path) -> list[tuple[int, float]]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
+
+
+def training_pid(job: str) -> int:
+    """The pid of array job `job`'s training process (the python of its srun step), found by its SLURM_* environment
+    (proctrack/linuxproc has no `scontrol listpids`)."""
+    array, task = job.split("_")
+    wanted = {f"SLURM_ARRAY_JOB_ID={array}".encode(), f"SLURM_ARRAY_TASK_ID={task}".encode()}
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"submitit.core._submit" in (proc / "cmdline").read_bytes() \
+                    and wanted <= set((proc / "environ").read_bytes().split(b"\0")):
+                return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError(f"no training process of job {job}")
+
+
+def test_sweep_with_a_config_error_and_a_requeue(slurm_env, cache_dir, tmp_path, make_cfg):
+    """3 jobs through sbatch, one a config error: 2 completed, 1 failed, the report, exit 1. Job 0 gets SIGUSR2
+    (what SLURM sends signal_delay_s before the time limit, or a preemption): it checkpoints, reads `requeued`, is
+    requeued by SLURM and resumes; its loss curve equals an uninterrupted run's, bit for bit."""
+    sweep = tmp_path / "sweep"
+    proc = submit(slurm_env, sweep, *LONG, f"data.cache_dir={cache_dir}", "hydra.launcher.timeout_min=60",
+                  "model.n_heads=2,3,4")
+    wait_until(lambda: started_training(sweep), what="job 0 to train")
+    job0 = next(j for j in squeue(slurm_env, "-r", "-o", "%i") if j.endswith("_0"))
+    subprocess.run(["scancel", "--signal=USR2", job0], check=True, env=slurm_env)
+    run_dir = job_dir(sweep, 0)
+    wait_until(lambda: summary(run_dir).get("status") == "requeued", what="summary.json to say requeued")
+    requeued = summary(run_dir)
+    assert "preempted" in requeued["error"] and "requeued" in requeued["error"]  # 60 min limit: not yet a timeout
+    stopped_at = requeued["steps"]
+    out, err = proc.communicate(timeout=600)
+
+    assert proc.returncode == 1, err[-3000:]
+    statuses = [summary(job_dir(sweep, i)).get("status") for i in range(3)]
+    assert statuses == ["completed", "failed", "completed"], err[-3000:]
+    assert summary(job_dir(sweep, 1))["error"].startswith("config error: ")
+    assert (sweep / "report" / "report.html").stat().st_size > 0
+    assert "1 of 3 run(s) did not complete" in err and "resume them with" not in err  # a config error: no resume
+    submitted = [line for line in out.splitlines() if "submitted SLURM job(s)" in line]
+    assert len(submitted) == 1 and len(submitted[0].split("job(s) ")[1].split(";")[0].split()) == 3
+
+    done = summary(run_dir)
+    assert done["status"] == "completed" and done["steps"] == 600 and 0 < stopped_at < 600
+    log = "".join(p.read_text() for p in (sweep / ".submitit").rglob(f"{job0}/*_log.*"))
+    assert f"requeued at step {stopped_at}" in log and f"at step {stopped_at} (" in log  # restored, then went on
+    reference = tmp_path / "reference"
+    train(make_cfg(*LONG[len(TINY):], "model.n_heads=2", run_dir=reference))
+    assert losses(run_dir) == losses(reference) and len(losses(reference)) == 600
+    assert done["final_val_loss"] == summary(reference)["final_val_loss"]
+
+
+def test_stopped_jobs_read_interrupted_never_running(slurm_env, cache_dir, tmp_path):
+    """Job 0: SIGUSR2 past max_num_timeout (a 1-minute limit makes every SIGUSR2 a timeout, submitit's rule: past
+    min(0.8 x limit, limit - 10 min); max_num_timeout=0): not requeued. Job 1: `scancel` (SIGTERM: the step finishes,
+    a checkpoint). Job 2: its training process SIGKILLed (as the OOM killer would): no chance to write, the launcher
+    records the SLURM state. All three read `interrupted`; exit 1 with the sweep's resume command."""
+    sweep = tmp_path / "sweep"
+    proc = submit(slurm_env, sweep, *LONG, f"data.cache_dir={cache_dir}", "train.steps=100000", "seed=0,1,2",
+                  "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=5", "hydra.launcher.max_num_timeout=0")
+    try:
+        def training(i: int) -> bool:
+            path = next(sweep.glob(f"{i}_*/metrics.jsonl"), None)
+            return path is not None and path.stat().st_size > 0
+
+        wait_until(lambda: training(0) and training(1), what="jobs 0 and 1 to train")
+        jobs = {j.rsplit("_", 1)[1]: j for j in squeue(slurm_env, "-r", "-o", "%i")}
+        subprocess.run(["scancel", "--signal=USR2", jobs["0"]], check=True, env=slurm_env)
+        subprocess.run(["scancel", jobs["1"]], check=True, env=slurm_env)
+        wait_until(lambda: training(2), what="job 2 to train")
+        os.kill(training_pid(jobs["2"]), signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        for job in squeue(slurm_env, "-o", "%i"):
+            subprocess.run(["scancel", job], env=slurm_env)
+
+    assert proc.returncode == 1, err[-3000:]
+    timeout, cancelled, killed = (summary(job_dir(sweep, i)) for i in range(3))
+    assert timeout["status"] == "interrupted" and "max_num_timeout=0, not requeued" in timeout["error"]
+    assert any((job_dir(sweep, 0) / "checkpoints").glob("step_*"))
+    assert cancelled["status"] == "interrupted" and cancelled["error"].startswith("SIGTERM at step")
+    assert killed["status"] == "interrupted" and f"SLURM job {jobs['2']} ended" in killed["error"]
+    assert "3 of 3 run(s) did not complete" in err
+    resume = [line for line in err.splitlines() if line.startswith("[archlab] resume them with: ")]
+    assert len(resume) == 1 and f"hydra.sweep.dir={sweep}" in resume[0] and resume[0].endswith("train.resume=true")
+
+
+def test_ctrl_c_on_the_submitter_leaves_the_jobs_running(slurm_env, cache_dir, tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = submit(slurm_env, sweep, *LONG, f"data.cache_dir={cache_dir}", "train.steps=100000")
+    try:
+        wait_until(lambda: started_training(sweep), what="the job to train")
+        (job,) = squeue(slurm_env, "-o", "%i")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err[-3000:]
+        assert f"keep running on the cluster: {job}" in err and f"scancel {job}" in err
+        assert f"python -m experiments.compare {sweep}" in err
+        assert squeue(slurm_env, "-j", job, "-o", "%T") == ["RUNNING"]
+    finally:
+        for job in squeue(slurm_env, "-o", "%i"):
+            subprocess.run(["scancel", job], env=slurm_env)
