@@ -26,6 +26,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e '.[dev,joblib,slurm]'
+	$(PY) -m pip install -q --no-deps mup==1.0.0  # μP's reference in tests; its requirements would pull a CUDA torch
 	touch $(STAMP)
 
 # Headless Chromium for the report-rendering test. Best effort: where it cannot be installed the test skips

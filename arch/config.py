@@ -25,6 +25,7 @@ INIT_SCHEMES = ("gpt2", "xavier")
 BLOCK_KINDS = ("sequential", "parallel")
 QK_NORMS = NORM_TYPES  # qk_norm: None (off) or one of the norm types, applied per head over d_head
 ROPE_SCALINGS = ("linear", "ntk", "yarn")  # pos.rope_scaling: None (off) or one of these
+PARAMETRIZATIONS = ("sp", "mup")  # param: standard, or μP with base_width (arch.mup)
 # EncDecConfig.tie_embeddings: which of source embedding, target embedding and output projection share one matrix
 TIE_EMBEDDINGS = ("all", "inputs", "decoder", "none")
 
@@ -35,6 +36,22 @@ def _check_choice(what: str, value: Any, choices: tuple[str, ...], nullable: boo
     if value not in choices:
         extra = " or None" if nullable else ""
         raise ValueError(f"unknown {what} {value!r}; choose from {sorted(choices)}{extra}")
+
+
+def _check_param(cfg: ModelConfig) -> None:
+    """param / base_width: μP needs the proxy's width, and a constant-std init to scale (arch.mup)."""
+    _check_choice("param", cfg.param, PARAMETRIZATIONS)
+    if cfg.param == "sp":
+        if cfg.base_width is not None:
+            raise ValueError(f"base_width={cfg.base_width} is μP's proxy width: set param='mup' (model/param=mup) "
+                             f"or leave base_width None")
+        return
+    if not _is_pos_int(cfg.base_width):
+        raise ValueError(f"param='mup' needs base_width, the d_model the learning rate was tuned at (e.g. "
+                         f"model.base_width=64), got {cfg.base_width!r}")
+    if cfg.init != "gpt2":
+        raise ValueError(f"param='mup' scales the gpt2 init's constant std by width; init={cfg.init!r} already "
+                         f"scales with width (it would be scaled twice): use init='gpt2'")
 
 
 def _is_pos_int(value: Any) -> bool:
@@ -146,6 +163,10 @@ class ModelConfig:
     # embeddings N(0, 1/d_model) (Vaswani et al. 2017 as analysed by Xiong et al. 2020)
     init: str = "gpt2"
     layer_norm_eps: float = 1e-5  # epsilon of every LayerNorm / RMSNorm
+    # parametrization (arch.mup): sp = standard; mup = μP (Yang et al. 2022) relative to a proxy of d_model
+    # base_width (d_head, d_mlp scaled with it): the lr tuned on the proxy transfers to this width
+    param: str = "sp"
+    base_width: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.pos, dict):
@@ -191,6 +212,7 @@ class ModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
+        _check_param(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
@@ -249,6 +271,8 @@ class EncDecConfig:
     qk_norm: str | None = None  # None | layernorm | rmsnorm (self- and cross-attention)
     init: str = "gpt2"  # gpt2 | xavier, applied per stack (gpt2's residual scaling uses that stack's depth)
     layer_norm_eps: float = 1e-5
+    param: str = "sp"  # sp | mup (arch.mup), both stacks and the readout
+    base_width: int | None = None  # mup: d_model of the proxy
 
     def __post_init__(self) -> None:
         if isinstance(self.pos, dict):
@@ -284,7 +308,7 @@ class EncDecConfig:
             n_heads=self.n_heads, d_head=self.d_head, n_kv_heads=self.n_kv_heads, d_mlp=self.d_mlp,
             activation=self.activation, pos=self.pos, norm=self.norm, norm_type=self.norm_type, bias=self.bias,
             dropout=self.dropout, attention=self.attention, qk_norm=self.qk_norm, init=self.init,
-            layer_norm_eps=self.layer_norm_eps,
+            layer_norm_eps=self.layer_norm_eps, param=self.param, base_width=self.base_width,
         )
 
     def encoder_config(self) -> ModelConfig:
@@ -303,3 +327,20 @@ class EncDecConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (pos as a dict); from_dict(cfg.to_dict()) == cfg."""
         return dataclasses.asdict(self)
+
+
+def config_diff(saved: dict[str, Any], cfg: ModelConfig | EncDecConfig) -> list[str]:
+    """The fields in which `cfg` differs from `saved` (an earlier cfg.to_dict(), e.g. a checkpoint's), sorted. A field
+    `saved` lacks (written before the field existed) counts as the field's default, so adding a field to the
+    config does not make every earlier run a different model."""
+    now = cfg.to_dict()
+    defaults = {f.name: _default_of(f) for f in dataclasses.fields(cfg)}
+    return sorted(k for k in {*now, *saved} if now.get(k) != saved.get(k, defaults.get(k)))
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+        return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return None if f.default is dataclasses.MISSING else f.default
+

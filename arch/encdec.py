@@ -44,6 +44,7 @@ from arch.components.positional import build_positional
 from arch.config import EncDecConfig, ModelConfig
 from arch.fused_loss import lm_loss
 from arch.generate import generate
+from arch.mup import Readout, readout_mult, rescale_init
 
 # tie_embeddings -> (parameter that becomes, parameter it becomes) pairs; each a module path whose .weight is tied
 TIES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -155,7 +156,7 @@ class EncoderDecoder(nn.Module):
         out_scale = cfg.d_model**-0.5 if cfg.scale_decoder_output else 1.0
         self.encoder = Encoder(cfg.encoder_config(), scale, cfg.embed_norm)
         self.decoder = Decoder(cfg.decoder_config(), scale, cfg.embed_norm, out_scale)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.logits_bias)
+        self.lm_head = Readout(cfg.d_model, cfg.vocab_size, bias=cfg.logits_bias, input_mult=readout_mult(cfg))
         for dst, src in TIES[cfg.tie_embeddings]:
             self.get_submodule(dst).weight = self.get_submodule(src).weight  # one Parameter, listed once
         self.fused_loss = True  # loss() default: chunked fused lm_head + cross-entropy (arch.fused_loss)
@@ -166,6 +167,7 @@ class EncoderDecoder(nn.Module):
                 HEAD_INITS[cfg.init](self.lm_head.weight)
             if self.lm_head.bias is not None:
                 self.lm_head.bias.zero_()  # BART's final_logits_bias starts (and, as an HF buffer, stays) at 0
+        rescale_init(self)  # μP's hidden-matrix init (arch.mup); nothing for SP
 
     @property
     def max_len(self) -> int | None:

@@ -144,6 +144,8 @@ def lm_loss(x: Tensor, lm_head: nn.Linear, targets: Tensor, fused: bool) -> Tens
     Transformer and of the encoder-decoder. fused: fused_linear_cross_entropy where use_fused allows it, else
     lm_head + F.cross_entropy (same value and gradients)."""
     if fused and use_fused(x, lm_head.weight):
+        mult = getattr(lm_head, "input_mult", 1.0)  # arch.mup.Readout's μP multiplier (1.0: none)
+        x = x * mult if mult != 1.0 else x
         return fused_linear_cross_entropy(x.reshape(-1, x.shape[-1]), lm_head.weight, targets.reshape(-1))
     logits = lm_head(x)
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)

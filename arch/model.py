@@ -6,7 +6,8 @@ With cfg = ModelConfig(pos=learned, norm=pre, activation=gelu, norm_type=layerno
 tie_embeddings=True) this is exactly GPT-2 (see arch.convert.from_hf_gpt2). Parameter names:
 `wte`, `pos.wpe` (learned) / `pos.rel_bias` (relative), `blocks.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,
 mlp.c_fc,mlp.c_proj}` (+ `ln_1_out`, `ln_2_out` for sandwich; no `ln_2` / `ln_2_out` in parallel blocks),
-`blocks.{i}.attn.{q_norm,k_norm}` (qk_norm only), `ln_f` (pre / sandwich), `lm_head` (untied only).
+`blocks.{i}.attn.{q_norm,k_norm}` (qk_norm only), `ln_f` (pre / sandwich), `lm_head` (untied only; an
+arch.mup.Readout: a Linear whose input μP multiplies by base_width / d_model).
 The parts are arch.components (positional, block, attention, mlp, norms; the init schemes INITS, the causal mask
 CausalMasking, the KVCache). Sliding-window attention (cfg.window) is a band folded into the causal mask, so every
 kernel and position encoding gets it through the same additive bias.
@@ -39,6 +40,7 @@ from arch.config import ModelConfig
 from arch.fused_loss import lm_loss
 from arch.generate import generate
 from arch.hook_points import HookFn, HookSet, NameOrFilter
+from arch.mup import Readout, readout_mult, rescale_init
 
 
 class Transformer(CausalMasking, nn.Module):
@@ -55,7 +57,7 @@ class Transformer(CausalMasking, nn.Module):
         block_cls = block_class(cfg)
         self.blocks = nn.ModuleList(block_cls(cfg, i) for i in range(cfg.n_layers))
         self.ln_f = build_norm(cfg) if block_cls.final_norm else nn.Identity()
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head = Readout(cfg.d_model, cfg.vocab_size, bias=False, input_mult=readout_mult(cfg))
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight  # one Parameter, listed once (as wte.weight)
         self.fused_loss = True  # loss() default: chunked fused lm_head + cross-entropy (arch.fused_loss)
@@ -64,6 +66,7 @@ class Transformer(CausalMasking, nn.Module):
         # into float biases (sdpa cannot mix is_causal + mask)
         self.register_buffer("causal_mask", self._causal_table(cfg.n_ctx), persistent=False)
         INITS[cfg.init](self)
+        rescale_init(self)  # μP's hidden-matrix init (arch.mup); nothing for SP
 
     @property
     def max_len(self) -> int | None:

@@ -38,6 +38,7 @@ from arch.components.norms import build_norm
 from arch.config import ModelConfig
 from arch.hook_points import PointHooks
 from arch.manual_attention import manual_attention, mix_values, qk_scores
+from arch.mup import attention_scale
 
 # F.scaled_dot_product_attention takes enable_gqa from torch 2.5; before that k / v are repeated per query head
 _SDPA_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
@@ -121,7 +122,7 @@ def _set_norms_and_kernel(attn: nn.Module, cfg: ModelConfig) -> None:
     attn.dropout_p = cfg.dropout  # on the attention probabilities
     attn.resid_dropout = nn.Dropout(cfg.dropout)
     attn.kernel = ATTENTION[cfg.attention]
-    attn.scale = 1.0 / math.sqrt(cfg.d_head)
+    attn.scale = attention_scale(cfg)  # 1 / sqrt(d_head); μP: ∝ 1 / d_head (arch.mup)
 
 
 class CausalSelfAttention(nn.Module):

@@ -12,6 +12,8 @@ family name to its module; each module has `claims(model)` (a decoder family: ou
 `POS_KIND`), `problem(cfg)` (the first knob it has no counterpart for, or None) and
 `to_hf(model, **hf_config_overrides)`. A config no family
 takes is refused with one ValueError line naming the knob: `model.pos.kind=alibi has no HF equivalent (...)`.
+A μP model (model.param=mup) is exported as the SP model computing the same function (arch.mup.fold_into_sp: the
+multipliers folded into lm_head and the query weights), or refused in one line where they cannot be folded.
 Exact in fp32 (max |Δlogits| in tests/arch/test_hf_convert.py and test_hf_convert_encdec.py). The encoder-decoder
 families (T5, BART) are FROM_HF entries only: `to_hf` refuses an EncoderDecoder in one line.
 `from arch.convert import from_hf_gpt2, gpt2_config` keeps working.
@@ -29,6 +31,7 @@ from arch.convert import bart, gpt2, llama, t5
 from arch.convert.common import class_names, setting
 from arch.convert.gpt2 import from_hf_gpt2, gpt2_config
 from arch.model import Transformer
+from arch.mup import fold_into_sp, fold_problem
 
 
 def hf_problem(model: Any) -> ValueError | None:
@@ -36,7 +39,7 @@ def hf_problem(model: Any) -> ValueError | None:
     family = _family(model)
     if isinstance(family, ValueError):
         return family
-    return family.problem(model.cfg)
+    return fold_problem(model.cfg) or family.problem(model.cfg)
 
 
 def to_hf(model: Any, **hf_config_overrides: Any):
@@ -48,7 +51,7 @@ def to_hf(model: Any, **hf_config_overrides: Any):
     family = _family(model)
     if isinstance(family, ValueError):
         raise family
-    return family.to_hf(model, **hf_config_overrides)
+    return family.to_hf(fold_into_sp(model), **hf_config_overrides)  # μP: its multipliers folded into weights
 
 
 def from_hf(hf_model: Any):

@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from arch import config_diff
 from experiments.config.errors import ConfigError
 from experiments.config.model_schema import encdec_config, model_config
 from experiments.config.schema import RunConfig
@@ -87,11 +88,10 @@ def check_resume(run_dir: Path, rc: RunConfig) -> None:
     if not isinstance(vocab, int):
         return  # no config.yaml of a run that built its model: train() decides
     if rc.task.kind == "seq2seq":
-        new = encdec_config(rc.model, vocab_size=vocab, pad_id=old_model.get("src_pad_id")).to_dict()
+        new = encdec_config(rc.model, vocab_size=vocab, pad_id=old_model.get("src_pad_id"))
     else:
-        new = model_config(rc.model, vocab_size=vocab).to_dict()
-    was = {k: v for k, v in old_model.items() if k != "shape"}
-    diff = sorted(k for k in {*new, *was} if new.get(k) != was.get(k))
+        new = model_config(rc.model, vocab_size=vocab)
+    diff = config_diff({k: v for k, v in old_model.items() if k != "shape"}, new)
     if diff:
         raise ConfigError(f"train.resume: {run_dir} holds a run of another model (differs in {diff}); resume with "
                           f"the run's original overrides, or start a new run dir")

@@ -173,14 +173,14 @@ class TrainingRun:
             return
         try:
             ckpt = ckpts.load_state(path, map_location=self.device)
-            if ckpt["model_config"] == self.mcfg.to_dict():
+            diff = arch.config_diff(ckpt["model_config"], self.mcfg)  # a field added since: its default
+            if not diff:
                 ckpts.load_model_weights(self.model, path, ckpt, self.device)
         except CheckpointError as e:
             raise ConfigError(f"cannot resume: {e}; delete it to restart this run from step 0 (train.resume=true), "
                               f"or replace the whole run with train.overwrite=true") from None
         check_same_inputs(ckpts.dir, recorded_inputs(ckpt, self.rd.tokenizer_path), self.task.inputs)
-        if ckpt["model_config"] != self.mcfg.to_dict():
-            diff = sorted(k for k, v in self.mcfg.to_dict().items() if ckpt["model_config"].get(k) != v)
+        if diff:
             raise ConfigError(f"train.resume=true but {path} holds a different model (differs in {diff}); "
                               f"resume with the run's original overrides or start a new run dir")
         self.optimizer.load_state_dict(ckpt["optimizer"])
@@ -290,7 +290,7 @@ class TrainingRun:
                             warmup_steps=sched.warmup_steps, warmup_ratio=sched.warmup_ratio,
                             min_lr_ratio=sched.min_lr_ratio)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_mult", 1.0)  # μP's per-group multiplier (experiments/run/optim.py)
         train_loss = self.forward_backward()
         self.precision.unscale(self.optimizer)  # fp16: the true gradients, for the norms and clipping
         log_now = self.is_main and ((self.step + 1) % tc.log_interval == 0

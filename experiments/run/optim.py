@@ -7,18 +7,25 @@ its no-decay set: decay would pull the vectors of rare tokens towards the origin
 decays every parameter with >= 2 dimensions, embeddings included: `optim.decay_embeddings=true` does that. A tied
 output projection is the token embedding, so it follows the embedding's group. Parameters are grouped by the module
 that owns them, not by name patterns, so a new norm class needs no change here as long as its name contains "Norm".
+μP (model.param=mup, arch.mup): each group is split further by the parameters' lr multiplier (1 / fan_in_mult for
+the hidden matrices, 1 elsewhere); a split group carries `lr_mult` (the schedule's lr is multiplied by it) and its
+weight decay times fan_in_mult (the mup package's MuAdamW). SP groups are as before (no `lr_mult`: 1).
 Not handled: other optimizers (add a builder to OPTIMIZERS), per-layer lr, ZeRO/FSDP sharding.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from arch.mup import lr_multipliers
 from experiments.config.schema import OptimConfig
+
+log = logging.getLogger(__name__)
 
 
 def _no_decay_module(module: nn.Module, decay_embeddings: bool) -> bool:
@@ -41,10 +48,23 @@ def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool =
         if not p.requires_grad:
             continue
         (rest if id(p) in no_decay or p.ndim < 2 else decay).append(p)
-    return [
+    groups = [
         {"params": decay, "weight_decay": weight_decay},
         {"params": rest, "weight_decay": 0.0},
     ]
+    by_name = lr_multipliers(model)
+    mults = {id(p): by_name[name] for name, p in model.named_parameters()}
+    if all(m == 1.0 for m in mults.values()):
+        return groups
+    return [split for g in groups for split in _by_lr_mult(g, mults)]
+
+
+def _by_lr_mult(group: dict[str, Any], mults: dict[int, float]) -> list[dict[str, Any]]:
+    """One group per lr multiplier (in order of first appearance), weight decay x 1 / multiplier (MuAdamW)."""
+    by: dict[float, list[nn.Parameter]] = {}
+    for p in group["params"]:
+        by.setdefault(mults[id(p)], []).append(p)
+    return [{"params": ps, "weight_decay": group["weight_decay"] / m, "lr_mult": m} for m, ps in by.items()]
 
 
 def _adamw(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.Optimizer:
@@ -68,4 +88,9 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) ->
     """OPTIMIZERS[cfg.name](model, cfg, device); the lr in each group is later set by the schedule."""
     if cfg.name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {cfg.name!r}; choose from {sorted(OPTIMIZERS)}")
-    return OPTIMIZERS[cfg.name](model, cfg, device)
+    optimizer = OPTIMIZERS[cfg.name](model, cfg, device)
+    if any("lr_mult" in g for g in optimizer.param_groups):  # μP: say once what each group trains at
+        log.info("μP parameter groups: %s", "; ".join(
+            f"{len(g['params'])} tensors ({sum(p.numel() for p in g['params']):,} params) at lr x {g['lr_mult']:.4g}, "
+            f"weight decay {g['weight_decay']:.4g}" for g in optimizer.param_groups))
+    return optimizer

@@ -135,7 +135,9 @@ MODEL_GROUPS = {
     "model/attention": ("attention", "arch.components.attention", "ATTENTION"),
     "model/block": ("block", "arch.components.block", "BLOCK_KINDS"),
     "model/init": ("init", "arch.components.init", "INITS"),
+    "model/param": ("param", "arch.config", "PARAMETRIZATIONS"),  # arch.mup: sp | mup
 }
+NEEDS = {"model/param=mup": ["model.base_width=32"]}  # an option that cannot run alone
 
 
 @pytest.mark.parametrize("group", list(MODEL_GROUPS))
@@ -144,7 +146,7 @@ def test_model_group_options_are_the_arch_registry(group):
     registry = getattr(importlib.import_module(module), name)
     assert sorted(p.stem for p in (CONF / group).glob("*.yaml")) == sorted(registry)
     for option in registry:  # each option file sets that field to its own name (the report column value)
-        c = validate(compose_config(["logger=disabled", f"{group}={option}"]))
+        c = validate(compose_config(["logger=disabled", f"{group}={option}", *NEEDS.get(f"{group}={option}", [])]))
         value = c.model.pos.kind if field == "pos.kind" else getattr(c.model, field)
         assert value == option
 
@@ -186,7 +188,7 @@ def test_model_presets_are_model_config_defaults_plus_presets():
     assert sorted(p.stem for p in (CONF / "model").glob("*.yaml")) == sorted(PRESETS)
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)
                 if f.default is not dataclasses.MISSING}  # pos has a default_factory: its own group
-    grouped = {"norm", "norm_type", "activation", "attention", "pos", "block", "qk_norm", "init"}
+    grouped = {"norm", "norm_type", "activation", "attention", "pos", "block", "qk_norm", "init", "param"}
     for name, fields in PRESETS.items():
         assert not set(fields) & grouped, name  # a preset would silently beat model/norm=... on the command line
         c = validate(compose_config(["logger=disabled", f"model={name}", "train.n_ctx=32"]))

@@ -4,7 +4,7 @@ validate() hands back typed objects, and the schema's choice lists are the regis
 tests/experiments/golden/composed_configs.json was recorded from conf/ before the schema existed (every experiment,
 every model preset, the defaults and task=seq2seq; ARCHLAB_CACHE=/CACHE). The only changes since: train.sampler,
 train.max_epochs and schedule.warmup_ratio, added later with the defaults that keep the behaviour recorded (random
-windows, no limit, warmup_steps); and
+windows, no limit, warmup_steps), model.param / model.base_width (sp, null: the standard parametrization); and
 the schema writes down defaults the YAML left out: every PosConfig field of model.pos (arch.PosConfig's defaults, which a
 model got anyway). A RunConfig also lists every argument of arch.shape_for in a model.shape that is set (null:
 shape_for's default).
@@ -41,6 +41,7 @@ def _with_written_defaults(cfg: dict, shape: bool = False) -> dict:
     cfg["train"] = {**cfg["train"], "sampler": "random", "max_epochs": None}  # knobs added since, at today's behaviour
     cfg["schedule"] = {**cfg["schedule"], "warmup_ratio": None}
     model = cfg["model"]
+    model.update({"param": "sp", "base_width": None})
     model["pos"] = {**dataclasses.asdict(PosConfig()), **model["pos"]}
     if shape and model.get("shape") is not None:
         model["shape"] = {**dict.fromkeys(SHAPE_ARGS), **model["shape"]}
