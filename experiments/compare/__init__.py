@@ -18,6 +18,7 @@ instead. Modules, one concept each:
     tuning.py      a tuned sweep (tuning.json): its final runs only, the tuned/untuned label, the tuning table;
                    basin.py draws its basin.png (final loss vs lr per arm)
     figures.py     which figures apply and their data;  plots.py  drawing them (matplotlib)
+    coord.py       coord.png: the coordinate check of a sweep over d_model (act_rms per layer vs width)
     analysis.py    the Analysis section (--analysis): attention entropy over training, logit lens, per-head entropy
     tables.py      table model + number formatting;  markdown.py  report.md;  html.py  report.html
     outdir.py      the out dir: checks before any run is read, report_manifest.json (a rebuild deletes only its own files)

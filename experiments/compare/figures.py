@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from experiments.compare import plots
+from experiments.compare.coord import COORD, draw_coord
 from experiments.compare.grouping import SHAPE_KEYS, Group, format_value, short_key
 from experiments.compare.runs import EXCLUDED_STATUSES, Run
 from experiments.compare.stats import (
@@ -32,7 +33,7 @@ from experiments.compare.stats import (
 )
 
 LAYER_RE = re.compile(r"grad_norm/layer_(\d+)$")
-FIXED_FIGURES = ("extrapolation.png", "exact_match_vs_length.png", "grad_norm_per_layer.png", "aspect_ratio.png")
+FIXED_FIGURES = ("extrapolation.png", "exact_match_vs_length.png", "grad_norm_per_layer.png", "aspect_ratio.png", COORD)
 LENGTH_METRIC = "val/exact_match"  # seq2seq runs log val/exact_match@len{k} at each eval (experiments/run/eval_seq2seq.py)
 
 
@@ -286,4 +287,10 @@ def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str],
     else:
         notes.append("depth vs width (aspect ratio): skipped (fewer than two distinct n_layers × d_model shapes "
                      "among groups of a single shape; group by model.n_layers model.d_model)")
+
+    coord, note = draw_coord(out, runs)  # the coordinate check of a width sweep (coord.py)
+    if coord:
+        add(**coord)
+    else:
+        notes.append(note)
     return figures, notes

@@ -37,7 +37,7 @@ REPORT_FILES = ("report.html", "report.md", COMPARISON)  # written by every buil
 # The only names a manifest entry may have to be deleted on a rebuild.
 OWN_NAME = re.compile(r"report\.(html|md)|comparison\.json|(curve|final)_[A-Za-z0-9_]+\.png|extrapolation\.png|"
                       r"exact_match_vs_length\.png|grad_norm_per_layer\.png|aspect_ratio\.png|analysis_[a-z_]+\.png|"
-                      r"basin\.png")
+                      r"basin\.png|coord\.png")
 
 
 def try_writing(d: Path, what: str) -> None:

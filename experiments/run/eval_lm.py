@@ -1,4 +1,4 @@
-"""Validation metrics: loss / perplexity / bits per byte, attention entropy, length extrapolation.
+"""Validation metrics: loss / perplexity / bits per byte, attention entropy, activation RMS, length extrapolation.
 
 Windows are fixed, never random, so an evaluation is a deterministic function of (model, val_tokens).
 A window of length L over tokens t[0..N) starting at s feeds inputs t[s : s+L] and scores targets
@@ -24,6 +24,9 @@ t[s+1 : s+L+1]; "scored tokens" below are those targets.
   read at `blocks.{i}.attn.hook_attn_scores`: q·kᵀ/√d_head after qk-norm and rope, **plus the position bias**
   (ALiBi, T5 relative); masked keys (future positions, outside a window) are -inf there, so they never count.
   Only for models with arch's hooks (`model.hooks`); the keys are omitted otherwise.
+  `act_rms/layer_{i}`: in the same forward pass, the RMS sqrt(mean x²) over (B, T, C) of block i's output (the
+  residual stream at `resid_post.{i}`), and `act_rms/logits` that of the logits over (B, T, V): the coordinate
+  check of μP (Yang et al. 2022, arXiv:2203.03466, Fig. 5) read across a width sweep (experiments/compare/coord.py).
 * `length_extrapolation`: for each factor k, L = k·n_ctx, on the first `max_tokens` tokens:
   - `nonoverlap`: windows at 0, L, 2L, ... (the same tiling as above, with L); every scored token counts.
   - `sliding`: windows at 0, S, 2S, ... with stride S = L // 2 by default (`stride=` sets it). The first window
@@ -37,8 +40,9 @@ t[s+1 : s+L+1]; "scored tokens" below are those targets.
   Different k score different (nested, prefix) token sets; with max_tokens a multiple of 8·n_ctx plus one,
   nonoverlap scores the same tokens at every k.
 Not handled: padding / partial windows, document boundaries (an <|endoftext|> token is just a token), and
-models whose attention patterns are not in `run_with_cache` (the entropy keys are then omitted); the attention
-statistics are of the first batch only (B windows, the start of the spread), not of every eval batch: they come
+models whose attention patterns are not in `run_with_cache` (the entropy keys are then omitted; a model without
+`run_with_cache`, the encoder-decoder, gets neither these nor act_rms); the attention statistics and act_rms are
+of the first batch only (B windows, the start of the spread), not of every eval batch: they come
 from the one explicit forward pass the entropy already costs, while the loss keeps the model's own kernel.
 """
 
@@ -152,8 +156,9 @@ def evaluate_model(
     device: Any,
     attn_entropy: bool = True,
 ) -> dict[str, float]:
-    """`val/loss`, `val/ppl`, `val/bpb` on fixed windows, and with `attn_entropy` the attention statistics of the
-    first batch: `attn_entropy/layer_{i}`, `attn_max_logit/layer_{i}`, `attn_max_logit` (see the module docstring)."""
+    """`val/loss`, `val/ppl`, `val/bpb` on fixed windows, and with `attn_entropy` the statistics of the first batch:
+    `attn_entropy/layer_{i}`, `attn_max_logit/layer_{i}`, `attn_max_logit`, `act_rms/layer_{i}`, `act_rms/logits`
+    (see the module docstring)."""
     starts = window_starts(len(val_tokens), n_ctx, n_ctx)
     if max_batches is not None:
         starts = spread(starts, max_batches * batch_size)  # over the whole split, not its first windows
@@ -176,7 +181,7 @@ def evaluate_model(
 def attention_stats(model: torch.nn.Module, inputs: Tensor) -> dict[str, float]:
     """One `model.run_with_cache(inputs)`: `attn_entropy/layer_{i}` (mean row entropy over (B, H, T), nats) and,
     where the model has `hooks`, `attn_max_logit/layer_{i}` and `attn_max_logit` (max over (B, H, T, Tk) of the
-    logits softmaxed, read at blocks.{i}.attn.hook_attn_scores; masked keys are -inf there)."""
+    logits softmaxed, read at blocks.{i}.attn.hook_attn_scores; masked keys are -inf there); `activation_rms`."""
     run_with_cache = getattr(model, "run_with_cache", None)
     if run_with_cache is None:
         return {}
@@ -187,7 +192,7 @@ def attention_stats(model: torch.nn.Module, inputs: Tensor) -> dict[str, float]:
 
     hooks = getattr(model, "hooks", None)
     with nullcontext() if hooks is None else hooks([(lambda name: name.endswith("attn.hook_attn_scores"), read_max)]):
-        _, cache = run_with_cache(inputs)
+        logits, cache = run_with_cache(inputs)
     out = {}
     i = 0
     while f"attn_pattern.{i}" in cache:
@@ -197,7 +202,22 @@ def attention_stats(model: torch.nn.Module, inputs: Tensor) -> dict[str, float]:
     out.update({f"attn_max_logit/layer_{i}": max_logits[i] for i in sorted(max_logits)})
     if max_logits:
         out["attn_max_logit"] = max(max_logits.values())
-    return out
+    return {**out, **activation_rms(logits, cache)}
+
+
+def activation_rms(logits: Tensor, cache: dict[str, Tensor]) -> dict[str, float]:
+    """`act_rms/layer_{i}`: RMS of cache["resid_post.{i}"] (B, T, C), block i's output, for every block the cache
+    holds; `act_rms/logits`: RMS of logits (B, T, V). In float32 (the forward pass may be bf16 under autocast)."""
+    out = {}
+    i = 0
+    while f"resid_post.{i}" in cache:
+        out[f"act_rms/layer_{i}"] = _rms(cache[f"resid_post.{i}"])
+        i += 1
+    return {**out, "act_rms/logits": _rms(logits)}
+
+
+def _rms(x: Tensor) -> float:
+    return x.float().pow(2).mean().sqrt().item()
 
 
 def _windowed_loss(

@@ -199,8 +199,8 @@ class Tracker:
             self._wandb = wandb
             # charts default to tokens on the x axis: depth and width differ in step time (STYLE.md §3)
             self._run.define_metric("tokens")
-            for pattern in ("train/*", "val/*", "extrap/*", "attn_entropy/*", "attn_max_logit*", "grad_norm*", "lr", "mfu",
-                            "tokens_per_s"):
+            for pattern in ("train/*", "val/*", "extrap/*", "attn_entropy/*", "attn_max_logit*", "act_rms/*", "grad_norm*", "lr",
+                            "mfu", "tokens_per_s"):
                 self._run.define_metric(pattern, step_metric="tokens")
             self._run.define_metric("val/loss", step_metric="tokens", summary="min")
         except Exception as exc:  # wandb must never stop a run
