@@ -6,7 +6,8 @@ and keys (added with + or not), values of the wrong type (in a sweep too), run d
 plugins that are not installed, resumes that must not rewrite an old run. The expected option lists are spelled out
 here (not read from the code under test): they are the YAML files the docs name. The CLI tests check the whole
 path: exit 2, exactly one stderr line, no traceback, an old run's files untouched (Hydra would have written
-<dir>/.hydra/ over them).
+<dir>/.hydra/ over them). They run the command in this process (conftest's train_cli); the two without joblib need
+a Python that lacks the plugin, so they start one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from experiments.config.errors import ConfigError
 from experiments.config.precheck import precheck
 
 from .conftest import PYTHON, REPO, TINY
+from .test_run_lock import _hold
 
 POS = "alibi, learned, none, relative, rope, sinusoidal"
 
@@ -286,11 +288,6 @@ def test_a_finding_smoke_runs_without_joblib(no_joblib, tmp_path):
 # -- the CLI: one line, exit 2, nothing written ------------------------------------------------------------------
 
 
-def _cli(argv, cli_env, cwd=REPO):
-    return subprocess.run([PYTHON, "-m", "experiments.train", *argv], cwd=cwd, env=cli_env, capture_output=True,
-                          text=True, timeout=120)
-
-
 @pytest.mark.parametrize("argv,starts", [
     (["-m", "model/pos=rope,fourier"], f"config error: model/pos: unknown option 'fourier'; choose from {POS}"),
     (["+trian.steps=3"], "config error: trian.steps: unknown key; did you mean train.steps?"),
@@ -300,19 +297,19 @@ def _cli(argv, cli_env, cwd=REPO):
     (["hydra.run.dir=/proc/archlab/x"], "config error: hydra.run.dir: /proc/archlab/x cannot be created"),
     (["-m", "hydra.sweep.dir=/proc/archlab"], "config error: hydra.sweep.dir: /proc/archlab cannot be created"),
 ])
-def test_cli_mistakes_are_one_line_and_write_nothing(argv, starts, cli_env, tmp_path):
+def test_cli_mistakes_are_one_line_and_write_nothing(argv, starts, train_cli, tmp_path):
     if "/proc" in " ".join(argv) and not Path("/proc/self").is_dir():
         pytest.skip("needs /proc")
-    proc = _cli(argv, cli_env, cwd=tmp_path)
+    proc = train_cli(*argv, cwd=tmp_path)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(starts), proc.stderr
     assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
     assert list(tmp_path.iterdir()) == []  # no outputs/, no multirun/, no sweep dir
 
 
-def test_cli_existing_run_is_not_overwritten(cli_env, old_run):
+def test_cli_existing_run_is_not_overwritten(train_cli, old_run):
     before = {p.name: p.read_bytes() for p in old_run.iterdir()}
-    proc = _cli([f"hydra.run.dir={old_run}"], cli_env)
+    proc = train_cli(f"hydra.run.dir={old_run}")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("config error: hydra.run.dir: ")
     assert "Traceback" not in proc.stderr
@@ -328,7 +325,7 @@ def _files(d: Path) -> dict[str, bytes]:
     (["optim.lr=-1"], "config error: optim.lr: must be a number > 0"),            # the precheck refusing a value
     (["train.device=cuda:7"], "config error: train.device: "),                    # a device this machine lacks
 ])
-def test_a_refused_resume_rewrites_nothing(change, why, make_cfg, cli_env, tmp_path):
+def test_a_refused_resume_rewrites_nothing(change, why, make_cfg, train_cli, tmp_path):
     """A finished run made through Hydra (its .hydra/ included), resumed with a config that cannot continue it:
     refused before Hydra writes .hydra/, so every file keeps its bytes."""
     from experiments.run.train import train
@@ -339,26 +336,29 @@ def test_a_refused_resume_rewrites_nothing(change, why, make_cfg, cli_env, tmp_p
     for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
         (run / ".hydra" / name).write_text(f"# the first run's {name}\n")
     before = _files(run)
-    proc = _cli([*TINY, f"hydra.run.dir={run}", "train.resume=true", *change], cli_env)
+    proc = train_cli(*TINY, f"hydra.run.dir={run}", "train.resume=true", *change)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(why), proc.stderr
     assert _files(run) == before
 
 
-def test_a_run_dir_in_use_is_refused_before_hydra_writes_into_it(make_cfg, cli_env, tmp_path):
+def test_a_run_dir_in_use_is_refused_before_hydra_writes_into_it(make_cfg, train_cli, tmp_path):
     """Another live process trains in the dir (it holds the run-dir lock): a resume there is one line, and the dir
     keeps every byte (no .hydra/ written over the live run's)."""
-    from experiments.rundir.lock import RunDirLock
     from experiments.run.train import train
 
     run = tmp_path / "run"
     train(make_cfg(run_dir=run))
     (run / ".hydra").mkdir()
     (run / ".hydra" / "config.yaml").write_text("# the live run's\n")
-    with RunDirLock(run):
+    holder = _hold(run, "stdin")  # another process holds the run dir's lock, as a live trainer does
+    try:
         before = _files(run)
-        proc = _cli([*TINY, f"hydra.run.dir={run}", "train.resume=true"], cli_env)
+        proc = train_cli(*TINY, f"hydra.run.dir={run}", "train.resume=true")
         assert _files(run) == before
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"config error: hydra.run.dir: run dir {run} is in use by another process"), lines

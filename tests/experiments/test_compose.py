@@ -246,6 +246,8 @@ def test_offline_hub_name_fails_within_seconds(make_cfg, monkeypatch):
 
 
 def test_cli_config_error_is_one_line_without_traceback(cli_env, tmp_path):
+    """The one subprocess test of `python -m experiments.train` in the default suite: a new interpreter, -m, the exit
+    status as the shell sees it. The other CLI tests run the command in this process (conftest's train_cli)."""
     proc = subprocess.run([PYTHON, "-m", "experiments.train", "model.n_heads=3", f"hydra.run.dir={tmp_path}/run"],
                           cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
@@ -254,9 +256,8 @@ def test_cli_config_error_is_one_line_without_traceback(cli_env, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_cli_unknown_option_is_one_line(cli_env, tmp_path):
-    proc = subprocess.run([PYTHON, "-m", "experiments.train", "model/pos=spiral", f"hydra.run.dir={tmp_path}/run"],
-                          cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
+def test_cli_unknown_option_is_one_line(train_cli, tmp_path):
+    proc = train_cli("model/pos=spiral", f"hydra.run.dir={tmp_path}/run")
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("config error: model/pos: unknown option 'spiral'; "
                                    "choose from alibi, learned, none, relative, rope, sinusoidal")

@@ -5,14 +5,13 @@ independently: each must make the command-line check (experiments.config.prechec
 then validates) raise one ConfigError whose message starts with the key. The schema's coverage is checked too: every
 field of the groups a user sets carries a Rule unless its type says it all (a bool) or it is free text, so a new
 field without a rule fails here (data.* values are the loaders' to check: experiments.data.corpus / pairs
-check_source, tested with the loaders). A few values go through the real CLI: exit 2, one stderr line, no
-traceback, no run files.
+check_source, tested with the loaders). A few values go through the CLI (run in this process: conftest's
+train_cli): exit 2, one stderr line, no traceback, no run files.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import typing
 
 import pytest
@@ -22,7 +21,6 @@ from experiments.config.precheck import precheck
 from experiments.config.rules import Rule
 from experiments.config.schema import FIXED_GROUPS, LoadedTokenizer, RunConfig, TrainedTokenizer
 
-from .conftest import PYTHON, REPO
 
 # the group overrides that put a schema in the composed config, and the values its required keys need
 SETUPS = {
@@ -117,10 +115,9 @@ def test_good_values_pass(cache_dir):
                                            ("optim.betas=[0.9]", "optim.betas"),
                                            ("train.batch_size=0", "train.batch_size"),
                                            ("data.val_fraction=half", "data.val_fraction")])
-def test_cli_bad_value_is_one_line(override, key, cli_env, tmp_path):
+def test_cli_bad_value_is_one_line(override, key, train_cli, tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.run([PYTHON, "-m", "experiments.train", override, f"hydra.run.dir={run}"],
-                          cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
+    proc = train_cli(override, f"hydra.run.dir={run}")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and lines[0].startswith(f"config error: {key}: "), proc.stderr

@@ -5,7 +5,6 @@ when its budget would need more passes than allowed."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
@@ -16,7 +15,7 @@ from experiments.data import epochs as epochs_module
 from experiments.run.tasks import tokenizer_dict
 from experiments.run.train import train
 
-from .conftest import PYTHON, REPO, TINY
+from .conftest import TINY
 
 
 def _record_starts(monkeypatch) -> list[list[int]]:
@@ -81,9 +80,8 @@ def test_seq2seq_refuses_the_epoch_sampler_before_reading_data(make_cfg):
 
 
 @pytest.mark.parametrize("bad, key", [("train.sampler=shuffle", "train.sampler"), ("train.max_epochs=0", "train.max_epochs")])
-def test_cli_bad_values_are_one_line(bad, key, cli_env, tmp_path):
-    r = subprocess.run([PYTHON, "-m", "experiments.train", *TINY, bad, f"hydra.run.dir={tmp_path / 'r'}"], cwd=REPO,
-                       env=cli_env, capture_output=True, text=True, timeout=120)
+def test_cli_bad_values_are_one_line(bad, key, train_cli, tmp_path):
+    r = train_cli(*TINY, bad, f"hydra.run.dir={tmp_path / 'r'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and key in r.stderr, r.stderr
     assert not (tmp_path / "r").exists()

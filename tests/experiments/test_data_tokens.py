@@ -2,13 +2,12 @@
 
 The reference for every value is the text files themselves (their UTF-8 bytes) and the tokenizer's per-token
 bytes, never the runner's own output. The end-to-end tests go through both CLIs: `bpe train` -> `bpe encode`
--> `python -m experiments.train data=tokens ...` as a subprocess.
+-> `python -m experiments.train data=tokens ...`, each run in this process (tokenizer.cli.main, conftest's train_cli).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from hypothesis import strategies as st
 from experiments.data.corpus import check_source
 from experiments.config.errors import ConfigError
 from experiments.data.cache import prepare_data, token_file_data
-from tests.experiments.conftest import PYTHON, REPO, TINY
+from tests.experiments.conftest import TINY
 from tokenizer.cli import main as bpe
 from tokenizer.corpus import embedded_documents
 from tokenizer.tokenfile import TokenFileError, read_sidecar, write_tokens
@@ -107,14 +106,9 @@ def test_check_source_reads_sidecars_only(files, tmp_path):
         check_source(_cfg(tmp_path / "cut.bin"))
 
 
-def _train_cli(cli_env, tmp_path, *overrides) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "experiments.train", *TINY, f"hydra.run.dir={tmp_path}/run", *overrides],
-                          cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=300)
-
-
-def test_bpe_train_encode_then_train_on_the_token_files(files, cli_env, tmp_path):
-    proc = _train_cli(cli_env, tmp_path, "data=tokens", f"data.train_path={files['train']}",
-                      f"data.val_path={files['val']}", "tokenizer=load", f"tokenizer.path={files['tok']}")
+def test_bpe_train_encode_then_train_on_the_token_files(files, train_cli, tmp_path):
+    proc = train_cli(*TINY, f"hydra.run.dir={tmp_path}/run", "data=tokens", f"data.train_path={files['train']}",
+                     f"data.val_path={files['val']}", "tokenizer=load", f"tokenizer.path={files['tok']}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "completed"
@@ -124,9 +118,9 @@ def test_bpe_train_encode_then_train_on_the_token_files(files, cli_env, tmp_path
     assert summary["final_val_bpb"] == pytest.approx(summary["final_val_loss"] / np.log(2) / bpt, rel=1e-6)
 
 
-def test_cli_refuses_a_mismatched_tokenizer_with_one_line(files, cli_env, tmp_path):
-    proc = _train_cli(cli_env, tmp_path, "data=tokens", f"data.train_path={files['train']}",
-                      "tokenizer=load", f"tokenizer.path={files['other']}")
+def test_cli_refuses_a_mismatched_tokenizer_with_one_line(files, train_cli, tmp_path):
+    proc = train_cli(*TINY, f"hydra.run.dir={tmp_path}/run", "data=tokens", f"data.train_path={files['train']}",
+                     "tokenizer=load", f"tokenizer.path={files['other']}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("config error: data.train_path: ") and "train.bin" in lines[0]
@@ -184,13 +178,13 @@ def test_writing_an_id_the_file_cannot_hold_is_one_line_and_writes_nothing(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(f"w{abs(bad)}") or p.name.startswith(f".w{abs(bad)}")) == []
 
 
-def test_cli_refuses_an_id_outside_the_vocabulary_before_training(files, cli_env, tmp_path):
+def test_cli_refuses_an_id_outside_the_vocabulary_before_training(files, train_cli, tmp_path):
     bad = _copy_pair(files["train"], tmp_path / "train.bin")
     ids = np.fromfile(bad, dtype="<u2")
     ids[-1] = 4000
     ids.tofile(bad)
-    proc = _train_cli(cli_env, tmp_path, "data=tokens", f"data.train_path={bad}", f"data.val_path={files['val']}",
-                      "tokenizer=load", f"tokenizer.path={files['tok']}")
+    proc = train_cli(*TINY, f"hydra.run.dir={tmp_path}/run", "data=tokens", f"data.train_path={bad}",
+                     f"data.val_path={files['val']}", "tokenizer=load", f"tokenizer.path={files['tok']}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("config error: data.train_path: ") and "id 4000" in lines[0]

@@ -20,7 +20,7 @@ from experiments.config.errors import ConfigError
 from experiments.run import train as train_mod
 from experiments.run.train import train
 
-from .conftest import PYTHON, REPO, TINY
+from .conftest import PYTHON, REPO, TINY, exit_status
 
 # What a TINY run writes, spelled out here independently of experiments/rundir/layout.py.
 RUN_WRITES = {"config.yaml", "metrics.jsonl", "summary.json", "tokenizer.json", "checkpoints/step_00000003/model.safetensors",
@@ -79,20 +79,15 @@ def test_files_that_existed_keep_their_bytes(make_cfg, tmp_path, run_files, othe
     assert set(after) == set(others) | RUN_WRITES  # exactly the old run's files went, nothing of the user's
 
 
-def _cli(args: list[str], env: dict, *, via_main: bool = False) -> subprocess.CompletedProcess:
-    # via_main: Hydra's main() without the precheck of `python -m experiments.train` (train()'s own check)
-    head = [PYTHON, "-c", "from experiments.run.train import main; main()"] if via_main else [PYTHON, "-m", "experiments.train"]
-    return subprocess.run([*head, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.parametrize("how", ["hydra.run.dir", "train.run_dir", "main_without_precheck"])
-def test_cli_refuses_an_existing_run_with_one_line(make_cfg, cli_env, cache_dir, tmp_path, how):
+def test_cli_refuses_an_existing_run_with_one_line(make_cfg, train_cli, cache_dir, tmp_path, how):
+    # main_without_precheck: Hydra's main() without the precheck of `python -m experiments.train` (train()'s own check)
     run = tmp_path / "run"
     train(make_cfg(run_dir=run))
     (run / "notes.txt").write_text("mine")
     before = snapshot(run)
     key = "train.run_dir" if how == "train.run_dir" else "hydra.run.dir"
-    proc = _cli([*TINY, f"data.cache_dir={cache_dir}", f"{key}={run}"], cli_env, via_main=how == "main_without_precheck")
+    proc = train_cli(*TINY, f"data.cache_dir={cache_dir}", f"{key}={run}", via_main=how == "main_without_precheck")
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error:"), proc.stderr[-2000:]
@@ -248,12 +243,12 @@ def test_resume_from_a_broken_checkpoint_is_one_line_and_deletes_nothing(make_cf
     assert snapshot(run) == before
 
 
-def test_cli_resume_from_a_broken_checkpoint_exits_2(make_cfg, cli_env, cache_dir, tmp_path):
+def test_cli_resume_from_a_broken_checkpoint_exits_2(make_cfg, train_cli, cache_dir, tmp_path):
     run = tmp_path / "run"
     train(make_cfg(run_dir=run))
     _truncate(run / "checkpoints" / "step_00000003" / "state.pt")
     before = snapshot(run)
-    proc = _cli([*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run}", "train.resume=true"], cli_env)
+    proc = train_cli(*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run}", "train.resume=true")
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error:") and "state.pt" in lines[0], proc.stderr[-2000:]
@@ -320,16 +315,8 @@ def _sweep_argv(cache_dir, sweep, *extra):
             f"hydra.sweep.dir={sweep}", "hydra/job_logging=disabled", "seed=0,1,2", *extra]
 
 
-def _run_main(monkeypatch, argv) -> int | None:
-    from hydra.core.global_hydra import GlobalHydra
-
-    monkeypatch.setattr("sys.argv", argv)
-    GlobalHydra.instance().clear()
-    try:
-        train_mod.main()
-    except SystemExit as e:
-        return e.code
-    return 0
+def _run_main(monkeypatch, argv) -> int:
+    return exit_status(train_mod.main, monkeypatch, argv)
 
 
 def test_a_stopped_sweep_records_every_job_and_resumes_to_the_uninterrupted_result(make_cfg, cache_dir, tmp_path,

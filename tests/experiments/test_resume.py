@@ -1,5 +1,6 @@
 """Kill-and-resume: a `python -m experiments.train` process SIGKILLed after a checkpoint and restarted with
-train.resume=true logs exactly the losses of an uninterrupted run (CPU, bit for bit), with no duplicated steps."""
+train.resume=true (the same command, run in this process: conftest's train_cli) logs exactly the losses of an
+uninterrupted run (CPU, bit for bit), with no duplicated steps."""
 
 from __future__ import annotations
 
@@ -35,13 +36,14 @@ def comparable(run_dir):
     return out
 
 
-def test_sigkill_then_resume_matches_uninterrupted_run(make_cfg, cli_env, cache_dir, tmp_path):
+def test_sigkill_then_resume_matches_uninterrupted_run(make_cfg, cli_env, train_cli, cache_dir, tmp_path):
     reference = tmp_path / "reference"
     assert train(make_cfg(*RUN[len(TINY):], run_dir=reference))["status"] == "completed"
 
     run_dir = tmp_path / "killed"
-    cmd = [PYTHON, "-m", "experiments.train", *RUN, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    args = [*RUN, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen([PYTHON, "-m", "experiments.train", *args], cwd=REPO, env=cli_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ckpts = run_dir / "checkpoints"
     deadline = time.monotonic() + 300
     while not any(ckpts.glob("step_*/state.pt")) and proc.poll() is None and time.monotonic() < deadline:
@@ -53,7 +55,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(make_cfg, cli_env, cache_
     assert killed_at < STEPS
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "running"
 
-    resumed = subprocess.run([*cmd, "train.resume=true"], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=600)
+    resumed = train_cli(*args, "train.resume=true")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
 

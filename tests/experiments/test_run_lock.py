@@ -134,18 +134,22 @@ def test_a_read_only_run_dir_is_one_line(tmp_path):
 # ------------------------------------------------------------------------------------------ two trainers, one dir
 
 
-def test_a_second_trainer_on_a_running_run_dir_is_refused_and_a_killed_one_resumes(cli_env, cache_dir, tmp_path):
+def test_a_second_trainer_on_a_running_run_dir_is_refused_and_a_killed_one_resumes(cli_env, train_cli, cache_dir,
+                                                                                   tmp_path):
+    """The first trainer is another process (it is killed); the second ones and the resume run in this process
+    (conftest's train_cli), as `python -m experiments.train` would."""
     run = tmp_path / "run"
-    base = [PYTHON, "-m", "experiments.train", *TINY, "train.steps=3000", "train.ckpt_interval=50",
-            "train.eval_interval=1000", f"data.cache_dir={cache_dir}", f"hydra.run.dir={run}"]
-    first = subprocess.Popen(base, cwd=REPO, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    args = [*TINY, "train.steps=3000", "train.ckpt_interval=50", "train.eval_interval=1000",
+            f"data.cache_dir={cache_dir}", f"hydra.run.dir={run}"]
+    first = subprocess.Popen([PYTHON, "-m", "experiments.train", *args], cwd=REPO, env=cli_env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 300
         while not any(run.glob("checkpoints/step_*/state.pt")) and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert first.poll() is None, "the first trainer ended before the test could contend with it"
         for extra in ([], ["train.resume=true"]):  # a second start, and a resume while the first still trains
-            second = subprocess.run([*base, *extra], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=300)
+            second = train_cli(*args, *extra)
             lines = second.stderr.strip().splitlines()
             assert second.returncode == 2 and len(lines) == 1 and str(run) in lines[0], second.stderr[-2000:]
             if extra:  # (a second start is refused earlier, by the precheck: the dir already holds a run)
@@ -159,8 +163,7 @@ def test_a_second_trainer_on_a_running_run_dir_is_refused_and_a_killed_one_resum
     assert (run / LOCK_NAME).exists()
     last = max(int(p.name.split("_")[1]) for p in run.glob("checkpoints/step_*"))
     # the resume that follows is not blocked; its budget ends a few steps after the last checkpoint (test time)
-    resumed = subprocess.run([*base, "train.resume=true", f"train.steps={last + 5}"], cwd=REPO, env=cli_env,
-                             capture_output=True, text=True, timeout=300)
+    resumed = train_cli(*args, "train.resume=true", f"train.steps={last + 5}")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == last + 5

@@ -60,10 +60,11 @@ def test_bad_values_one_line(run_dir, capsys, args, msg):
     assert len(err) == 1 and err[0].startswith("sample: error:") and msg in err[0]
 
 
-def test_cli_streams_and_missing_run_is_one_line(run_dir, tmp_path):
+def test_cli_streams_and_missing_run_is_one_line(run_dir, tmp_path, capfd):
     ok = subprocess.run([PYTHON, "-m", "experiments.sample", str(run_dir), "--prompt", "a", "--max-new-tokens", "5"],
                         cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and ok.stdout.startswith("a"), ok.stderr
-    bad = subprocess.run([PYTHON, "-m", "experiments.sample", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                         timeout=120)
-    assert bad.returncode == 2 and bad.stderr.strip().startswith("sample: error:") and "Traceback" not in bad.stderr
+    capfd.readouterr()
+    code = main([str(tmp_path)])  # what experiments/sample.py exits with; in this process (no second interpreter)
+    bad = capfd.readouterr()
+    assert code == 2 and bad.err.strip().startswith("sample: error:") and "Traceback" not in bad.err

@@ -146,12 +146,20 @@ def test_bad_input_of_using_a_run_is_one_line(capsys, inputs, command, argv, wor
     assert not (inputs["dir"] / "hf").exists()
 
 
-def test_command_line_has_no_traceback(inputs, cli_env):
-    """The same errors through `python -m`: stderr is exactly the one line."""
+def test_command_line_has_no_traceback(inputs, cli_env, capfd):
+    """The same errors through the command: stderr is exactly the one line. evaluate's in a new interpreter
+    (`python -m`); sample's through its main() in this process, as experiments/sample.py calls it (its `python -m`
+    runs in test_sample.py and test_use_outputs.py)."""
     for argv, words in ((["experiments.sample", str(inputs["run"]), "--prompt-file", str(inputs["latin1"])],
                          "is not UTF-8 text"),
                         (["experiments.evaluate", str(inputs["run"]), "--factors", "0"], "--factors"),
                         (["experiments.sample", str(inputs["run"]), "--device", "nope"], "unknown device")):
-        proc = subprocess.run([PYTHON, "-m", *argv], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-        assert words in proc.stderr and "Traceback" not in proc.stderr
+        if argv[0] == "experiments.sample":
+            capfd.readouterr()
+            returncode, stderr = sample(argv[1:]), capfd.readouterr().err
+        else:
+            proc = subprocess.run([PYTHON, "-m", *argv], cwd=REPO, env=cli_env, capture_output=True, text=True,
+                                  timeout=120)
+            returncode, stderr = proc.returncode, proc.stderr
+        assert returncode == 2 and len(stderr.strip().splitlines()) == 1, stderr
+        assert words in stderr and "Traceback" not in stderr

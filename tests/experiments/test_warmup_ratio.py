@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 
 import pytest
 
 from experiments.config.compose import compose_config
 from experiments.run.schedule import lr_at
 from experiments.run.train import train
-
-from .conftest import PYTHON, REPO
 
 
 def closed_form(step: int, *, base: float, total: int, warmup: int, min_ratio: float) -> float:
@@ -75,10 +72,9 @@ def test_a_run_warms_up_over_its_share(make_cfg, tmp_path):
 
 @pytest.mark.parametrize("value,why", [("1", "in [0, 1) or null, got 1"), ("-0.1", "in [0, 1) or null, got -0.1"),
                                        ("abc", "in [0, 1) or null, got 'abc'")])
-def test_cli_ratio_outside_0_1_is_one_line(value, why, cli_env, tmp_path):
+def test_cli_ratio_outside_0_1_is_one_line(value, why, train_cli, tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.run([PYTHON, "-m", "experiments.train", f"schedule.warmup_ratio={value}",
-                           f"hydra.run.dir={run}"], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=120)
+    proc = train_cli(f"schedule.warmup_ratio={value}", f"hydra.run.dir={run}")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("config error: schedule.warmup_ratio: must be "), proc.stderr
