@@ -7,15 +7,21 @@ import json
 
 import pytest
 
+from experiments.config.compose import compose_config
 from experiments.use.evaluate.cli import main
 from experiments.run.train import train
 
+from .conftest import TINY
 
-@pytest.fixture
-def run(make_cfg, tmp_path):
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, cache_dir):
+    """One finished run for the module's tests (evaluate only reads a run dir; it writes nothing there)."""
     # eval_batches far above the val split's windows: the trainer scores every window (eval_lm.spread), as evaluate does
-    summary = train(make_cfg("train.steps=4", "train.eval_interval=2", "train.eval_batches=100000"))
-    return tmp_path / "run", summary
+    run_dir = tmp_path_factory.mktemp("evaluate_run") / "run"
+    summary = train(compose_config([*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run_dir}", "train.steps=4",
+                                    "train.eval_interval=2", "train.eval_batches=100000"]))
+    return run_dir, summary
 
 
 def test_own_val_split_matches_the_trainers_last_eval(run, capsys):
