@@ -12,9 +12,10 @@ before the full run; a changed setup is a new version of the finding (`<name>_v2
 
 Modules: registry.py (Finding, FINDINGS, versions), one module per claim (v1: alibi_extrapolation,
 xiong_postln_warmup, kaplan_aspect_ratio, swiglu_vs_gelu, rmsnorm_vs_layernorm, rope_vs_learned; v2, tuned:
-<name>_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied: claim, citation, the paper's number, setup, group
-keys, baseline and rule; optional SESOI, POST_HOC, DATA, EXTRA_FILES), protocol_v2.py (the setup the v2 findings
-share), registration.py (the registration record in registered/<name>.json and the check of the files against it),
+<name>_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied; mup_lr_transfer, a plain lr grid: claim, citation,
+the paper's number, setup, group keys, baseline and rule; optional SESOI, POST_HOC, DATA, EXTRA_FILES),
+protocol_v2.py (the setup the v2 findings share), lr_transfer.py / mup_basin.py (mup_lr_transfer's optimum-and-shift
+reading and its basin figure), registration.py (the registration record in registered/<name>.json and the check of the files against it),
 data.py (the pre-registered data files: what they are, where to get them; the data a sweep actually used),
 tuned.py (a tuned sweep's final and tuning runs), evidence.py (what a rule reads and returns), readings.py
 (equivalence against a SESOI, shape spread and trend, lr sensitivity), multiple.py (Holm's correction), arms.py (each

@@ -2,7 +2,7 @@
 measurement; what it returns: a Verdict. Plus the few statistics helpers the rules share.
 
     ev = Evidence(comparison=json.load(open("report/comparison.json")), records=records_from_groups(groups, by))
-    verdict = alibi_extrapolation.rule(ev)   # -> Verdict("reproduced" | "partly" | "not reproduced", explanation, ...)
+    verdict = alibi_extrapolation.rule(ev)   # -> Verdict("reproduced" | "partly" | "not reproduced" | "undecided", ...)
 
 Records are plain data (no Run objects, no files), so tests build them by hand. The intervals are
 experiments/compare/significance.py's (t-interval of a mean; paired-by-seed or Welch difference), the same numbers
@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 from experiments.findings.multiple import Family
 from experiments.rundir.layout import RunStatus
 
-OUTCOMES = ("reproduced", "partly", "not reproduced")
+OUTCOMES = ("reproduced", "partly", "not reproduced", "undecided")  # undecided: the seeds disagree (mup_lr_transfer)
 EXTRAP_MODES = ("nonoverlap", "sliding")
 
 

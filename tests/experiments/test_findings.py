@@ -26,6 +26,7 @@ from experiments.findings import FINDINGS, OUTCOMES, Evidence, RunRecord
 from experiments.findings import doc as doc_lib
 from experiments.findings import index as index_lib
 from experiments.findings.cli import judge, main
+from experiments.findings.tuned import is_tuned
 
 from .conftest import PYTHON, REPO
 
@@ -109,6 +110,8 @@ def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name,
         # (xiong_postln_warmup_v2's smoke: 5% of 3 steps rounds to 0 warmup steps, so warmup 0 and 5% of one norm
         # are the same run and their difference has no spread, hence no interval)
         same = name == "xiong_postln_warmup_v2" and r[0].split()[0] == base_first
+        # (mup_lr_transfer: μP at its base width 64 is SP exactly, so that row at the baseline's lr is the baseline)
+        same = same or (name == "mup_lr_transfer" and r[0].startswith("param=mup lr=0.001 d_model=64"))
         assert re.search(r"\[-?\d", r[3]) or (same and r[3] == "+0.000 [—]"), r
     # no verdict of any kind from a few steps of a tiny model
     for said in ("## Verdict", "**Verdict", "## Multiple comparisons", "Seeds needed", "seeds per group",
@@ -129,7 +132,7 @@ def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name,
         assert main([name, "--from-sweep", str(sweep), "--doc", str(again)]) == 0
         assert index_lib.read_meta(again)["pipeline"] == "OK"
         assert (tmp_path / "again" / "curve_val_loss.png").is_file()
-    if name not in V1:  # a tuned finding: the final runs compared, the tuning runs in their own section
+    if is_tuned(f.experiment):  # the v2 findings: the final runs compared, the tuning runs in their own section
         meta = json.loads((sweep / "finding.json").read_text())
         assert meta["tuned"] and meta["tuning"]["final_runs"] == 2 * _n_groups(name)
         assert meta["tuning"]["tuning_runs"] >= 5 * _n_groups(name)
@@ -613,7 +616,7 @@ def test_rmsnorm_rule_outcomes():
 def test_every_rule_is_covered_above():  # v1 here; the v2 rules in test_findings_v2.py
     from .test_findings_v2 import V2
 
-    assert set(FINDINGS) == set(V1) | set(V2)
+    assert set(FINDINGS) == set(V1) | set(V2) | {"mup_lr_transfer"}  # its rule: test_findings_mup.py
 
 
 # ------------------------------------------------------------------------------------------------ the index
@@ -634,7 +637,7 @@ def test_index_table_from_the_docs_present(tmp_path, capsys):
     text = (docs / "README.md").read_text()
     assert "intro stays" in text and "kept too" in text and "\nold\n" not in text
     rows = {r[0]: r for r in _table_rows(text.split(index_lib.INDEX_START)[1])}
-    assert len(rows) == len(index_lib.by_base(list(FINDINGS.values()))) == 9  # one row per finding, its latest version
+    assert len(rows) == len(index_lib.by_base(list(FINDINGS.values()))) == 10  # one row per finding, its latest version
     rope = rows[FINDINGS["rope_vs_learned_v2"].title]
     assert rope[2] == "**not reproduced**" and "[-0.02, 0.04]" in rope[3]
     assert rope[4] == "[rope_vs_learned_v2.md](rope_vs_learned_v2.md)"
