@@ -33,7 +33,7 @@ PAPER_NUMBER = ("Fig. 1 (Transformers trained with Adam, d_model 128 to 8192): u
                 "1/width (its Table 3) is the shift SP would need.")
 PARAMS = ("sp", "mup")  # conf/finding/mup_param/<name>.yaml -> model.param
 WIDTHS = (64, 128, 256, 512)  # conf/finding/mup_width/d<w>.yaml -> model.d_model
-GRID = (2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2)  # optim.lr, x2 apart: one grid step = one log2 unit
+GRID = (5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)  # optim.lr, x2 apart: one grid step = one log2 unit
 SEEDS = (0, 1)
 BASE_WIDTH = 64
 N_CTX, BATCH = 64, 8

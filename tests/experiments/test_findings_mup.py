@@ -50,20 +50,20 @@ def _curve(losses) -> list:
 
 
 def test_the_optimum_is_the_vertex_of_the_parabola_through_the_argmin_and_its_neighbours():
-    # argmin at lr 2e-3 (index 3); y- = 3.30, y0 = 3.25, y+ = 3.40 one log2 step either side:
+    # argmin at GRID[3] (4e-3); y- = 3.30, y0 = 3.25, y+ = 3.40 one log2 step either side:
     # offset = (y- - y+) / (2 (y- - 2 y0 + y+)) = -0.10 / 0.40 = -0.25 steps
     # value = y0 - (y+ - y-)^2 / (8 (y- - 2 y0 + y+)) = 3.25 - 0.01 / 1.6 = 3.24375
     o = optimum(_curve([4.0, 3.6, 3.30, 3.25, 3.40, 3.9, 5.0]))
     assert o.index == 3 and o.edge is None and not o.unrefined and o.flag == ""
-    assert o.log2_lr == pytest.approx(math.log2(2e-3) - 0.25) and o.lr == pytest.approx(2e-3 * 2 ** -0.25)
+    assert o.log2_lr == pytest.approx(X[3] - 0.25) and o.lr == pytest.approx(GRID[3] * 2 ** -0.25)
     assert o.loss == pytest.approx(3.24375)
     # the same minimum mirrored: +0.25 steps
-    assert optimum(_curve([5.0, 3.9, 3.40, 3.25, 3.30, 3.6, 4.0])).log2_lr == pytest.approx(math.log2(2e-3) + 0.25)
+    assert optimum(_curve([5.0, 3.9, 3.40, 3.25, 3.30, 3.6, 4.0])).log2_lr == pytest.approx(X[3] + 0.25)
     # samples of an exact parabola in log2(lr) give its vertex back, between grid points
-    c = math.log2(1e-3) + 0.4
+    c = X[1] + 0.4
     o = optimum(_curve([3.0 + 0.05 * (x - c) ** 2 for x in X]))
     assert o.log2_lr == pytest.approx(c) and o.loss == pytest.approx(3.0)
-    # a tie goes to the smaller lr: argmin 5e-4, offset (4.0 - 3.5) / (2 (4.0 - 7.0 + 3.5)) = +0.5 steps
+    # a tie goes to the smaller lr: argmin GRID[1], offset (4.0 - 3.5) / (2 (4.0 - 7.0 + 3.5)) = +0.5 steps
     o = optimum(_curve([4.0, 3.5, 3.5, 3.6, 3.7, 3.9, 5.0]))
     assert o.index == 1 and o.log2_lr == pytest.approx(X[1] + 0.5) and o.loss == pytest.approx(3.5 - 0.25 / (8 * 0.5))
 
@@ -119,19 +119,19 @@ def _verdict(recs) -> Verdict:
     return FINDINGS[NAME].rule(Evidence({}, recs))
 
 
-B = math.log2(2e-3) + 0.3  # a base optimum between grid points
+B = X[3] + 0.3  # a base optimum between grid points (SP's B - 2 .. B + 1 stay inside the grid)
 
 
 def test_rule_reproduced_when_mup_stays_and_sp_moves_on_every_curve():
     stays = [B, B + 0.2, B - 0.3, B + 0.1]  # μP: within 0.5 steps
     sp = [B + 1.0, B, B - 1.0, B - 2.0]  # SP: 3 steps, one per doubling (Adam's 1/width)
     v = _verdict(_runs({"mup": [stays, [b + 0.1 for b in stays]], "sp": [sp, [b - 0.2 for b in sp]]},
-                       diverge_above={("sp", 512): 8e-3}))  # SP d512 diverges at 1.6e-2: still read
+                       diverge_above={("sp", 512): 8e-3}))  # SP d512 diverges above 8e-3: still read
     assert v.outcome == "reproduced" and v.family is None
     shifts = v.tables[1].rows
     assert shifts[1][:4] == ["mup", "0.50", "0.50", "0.50"] and shifts[0][:4] == ["sp", "3.00", "3.00", "3.00"]
     assert "SP's optimum at d512 − at d64 = -3.00 (seed 0), -3.00 (seed 1), -3.00 (seed mean)" in v.explanation
-    assert v.tables[2].rows[3][-1].startswith("inf (inf / inf)")  # SP d512 at 1.6e-2: diverged on both seeds
+    assert v.tables[2].rows[3][-1].startswith("inf (inf / inf)")  # SP d512 at the top lr: diverged on both seeds
     assert v.likely_reason == "" and "μP 0.50 / 0.50 / 0.50; SP 3.00 / 3.00 / 3.00" in v.key_number
 
 
@@ -188,20 +188,20 @@ def test_the_basin_figure_draws_seed_means_seeds_and_the_refined_optimum(tmp_pat
     sp0 = [4.0, 3.6, 3.30, 3.25, 3.40, 3.9, 5.0]  # seed 0; seed 1 = +0.1: mean = +0.05, same vertex offset
     recs = [_rec("sp", 64, lr, s, v + 0.1 * s) for s in (0, 1) for lr, v in zip(GRID, sp0)]
     recs += [_rec("mup", 64, lr, s, v) for s in (0, 1) for lr, v in zip(GRID, [3.1, 3.2, 3.4, 3.6, 3.9, 4.4, 5.0])]
-    recs[6] = _rec("sp", 64, GRID[6], 0, None, status="diverged")  # SP's 1.6e-2 diverged on seed 0
+    recs[6] = _rec("sp", 64, GRID[6], 0, None, status="diverged")  # SP's top lr diverged on seed 0
     panels = mup_basin.basin_panels(recs, ("sp", "mup"), (64,), GRID, (0, 1))
     mup_basin.plot_basins(tmp_path / mup_basin.FIGURE, panels, GRID)
     assert (tmp_path / "mup_basin.png").stat().st_size > 0
     sp_ax, mup_ax = drawn["mup_basin.png"].axes[:2]
     line = _artist(sp_ax, "mean d64")
-    assert list(line.get_xdata()) == list(GRID[:6])  # 1.6e-2's mean is +inf: not on the line
+    assert list(line.get_xdata()) == list(GRID[:6])  # the top lr's mean is +inf: not on the line
     assert np.allclose(line.get_ydata(), [v + 0.05 for v in sp0[:6]])
     seeds = _artist(sp_ax, "seeds d64").get_offsets()
     assert sorted(map(tuple, np.round(seeds, 6))) == sorted(
         [(lr, round(v, 6)) for lr, v in zip(GRID[:6], sp0[:6])] + [(lr, round(v + 0.1, 6)) for lr, v in zip(GRID, sp0)])
     assert np.allclose(_artist(sp_ax, "diverged d64").get_offsets()[:, 0], [GRID[6]])
-    # the refined optimum of the seed-mean curve: -0.25 steps from 2e-3 at 3.24375 + 0.05 (hand, as above)
-    assert np.allclose(_artist(sp_ax, "optimum d64").get_offsets(), [[2e-3 * 2 ** -0.25, 3.29375]])
+    # the refined optimum of the seed-mean curve: -0.25 steps from GRID[3] at 3.24375 + 0.05 (hand, as above)
+    assert np.allclose(_artist(sp_ax, "optimum d64").get_offsets(), [[GRID[3] * 2 ** -0.25, 3.29375]])
     edge = _artist(mup_ax, "optimum d64")
     assert np.allclose(edge.get_offsets(), [[GRID[0], 3.1]])  # the red star at the low edge
     assert np.allclose(edge.get_facecolor()[0], to_rgba(mup_basin.EDGE_COLOR))
