@@ -59,6 +59,15 @@ def submit(env: dict, sweep: Path, *overrides: str) -> subprocess.Popen:
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def sweep_jobs(sweep: Path) -> dict[str, str]:
+    """{array index: SLURM job id} of the sweep's submitted jobs, from submitit's per-job folders (`<sweep>/.submitit/
+    12_0/` holding 12_0_submitted.pkl; a one-job sweep is not an array: `13/`): this sweep's own, whatever else the
+    cluster runs."""
+    folders = [p.parent.name for p in (sweep / ".submitit").glob("*/*_submitted.pkl")
+               if p.name == f"{p.parent.name}_submitted.pkl"]
+    return {(f.rsplit("_", 1)[1] if "_" in f else "0"): f for f in folders}
+
+
 def wait_until(check, timeout: float = 120.0, what: str = "") -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -110,7 +119,7 @@ def test_sweep_with_a_config_error_and_a_requeue(slurm_env, cache_dir, tmp_path,
     proc = submit(slurm_env, sweep, *LONG, f"data.cache_dir={cache_dir}", "hydra.launcher.timeout_min=60",
                   "model.n_heads=2,3,4")
     wait_until(lambda: started_training(sweep), what="job 0 to train")
-    job0 = next(j for j in squeue(slurm_env, "-r", "-o", "%i") if j.endswith("_0"))
+    job0 = sweep_jobs(sweep)["0"]
     subprocess.run(["scancel", "--signal=USR2", job0], check=True, env=slurm_env)
     run_dir = job_dir(sweep, 0)
     wait_until(lambda: summary(run_dir).get("status") == "requeued", what="summary.json to say requeued")
@@ -152,14 +161,15 @@ def test_stopped_jobs_read_interrupted_never_running(slurm_env, cache_dir, tmp_p
             return path is not None and path.stat().st_size > 0
 
         wait_until(lambda: training(0) and training(1), what="jobs 0 and 1 to train")
-        jobs = {j.rsplit("_", 1)[1]: j for j in squeue(slurm_env, "-r", "-o", "%i")}
+        jobs = sweep_jobs(sweep)
         subprocess.run(["scancel", "--signal=USR2", jobs["0"]], check=True, env=slurm_env)
         subprocess.run(["scancel", jobs["1"]], check=True, env=slurm_env)
         wait_until(lambda: training(2), what="job 2 to train")
+        jobs = sweep_jobs(sweep)
         os.kill(training_pid(jobs["2"]), signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
     finally:
-        for job in squeue(slurm_env, "-o", "%i"):
+        for job in sweep_jobs(sweep).values():
             subprocess.run(["scancel", job], env=slurm_env)
 
     assert proc.returncode == 1, err[-3000:]
@@ -178,7 +188,7 @@ def test_ctrl_c_on_the_submitter_leaves_the_jobs_running(slurm_env, cache_dir, t
     proc = submit(slurm_env, sweep, *LONG, f"data.cache_dir={cache_dir}", "train.steps=100000")
     try:
         wait_until(lambda: started_training(sweep), what="the job to train")
-        (job,) = squeue(slurm_env, "-o", "%i")
+        job = sweep_jobs(sweep)["0"]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err[-3000:]
@@ -186,5 +196,5 @@ def test_ctrl_c_on_the_submitter_leaves_the_jobs_running(slurm_env, cache_dir, t
         assert f"python -m experiments.compare {sweep}" in err
         assert squeue(slurm_env, "-j", job, "-o", "%T") == ["RUNNING"]
     finally:
-        for job in squeue(slurm_env, "-o", "%i"):
+        for job in sweep_jobs(sweep).values():
             subprocess.run(["scancel", job], env=slurm_env)

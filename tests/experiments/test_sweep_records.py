@@ -49,7 +49,7 @@ def test_a_config_error_and_a_stopped_sweep_record_the_job(make_cfg, tmp_path):
 
 
 def test_the_status_vocabulary():
-    assert [str(s) for s in RunStatus] == ["running", "completed", "diverged", "interrupted", "failed"]
+    assert [str(s) for s in RunStatus] == ["running", "completed", "diverged", "interrupted", "failed", "requeued"]
     assert [s for s in RunStatus if s.has_result] == ["completed", "diverged"]       # a verdict is judged on these
     assert [s for s in RunStatus if s.ended_early] == ["diverged", "interrupted", "failed"]  # compare leaves them out
     assert RunStatus.of("completed") is RunStatus.COMPLETED and RunStatus.of("finished") is None
