@@ -10,7 +10,8 @@ When a path given to the report is a sweep dir holding tuning.json (or a run dir
 (groups, differences with their intervals, --by) uses that sweep's FINAL runs only: its tuning runs never enter a
 mean or an interval (their seeds are not the fresh seeds), and are shown in the tuning section instead: each arm's
 best lr, whether it is interior or still at an edge of the grid (after widening), the points widened, the loss
-spread over the grid, and basin.png (final val loss vs lr per arm, from tuning.json). A comparison without a record
+spread over the grid, and basin.png (final val loss vs lr per arm, from tuning.json). A sweep tuned on a proxy (hydra.sweeper.proxy) is labelled
+TUNED_PROXY: one arm was tuned and its lr transferred, so a difference is not best-vs-best. A comparison without a record
 is labelled untuned: "one shared lr" when every run has the same optim.lr, else "lr set per run, not tuned".
 Not handled: records of other tuned keys drawn against lr (the figure's x axis is the tuned key, whatever it is).
 """
@@ -30,6 +31,7 @@ from experiments.sweep.tune_select import point_losses, run_loss
 from experiments.sweep.tuning_record import TuningRecord, TuningRecordError
 
 TUNED = "tuned: each arm at its own best lr, fresh seeds"
+TUNED_PROXY = "tuned once on a proxy: every arm at the proxy's best lr, fresh seeds"
 UNTUNED = "untuned (one shared lr)"
 UNTUNED_BY_HAND = "untuned (lr set per run, not tuned)"
 BASIN = "basin.png"
@@ -49,7 +51,9 @@ class Tuned:
     def arm_labels(self, several: bool) -> list[str]:
         """The arms' labels, prefixed with the sweep dir's name when the report holds several tuned sweeps."""
         prefix = f"{self.sweep_dir.name}: " if several else ""
-        return [prefix + self.record.arm_label(i) for i in range(len(self.record.arms))]
+        rec = self.record
+        role = {rec.proxy: " (proxy, tuning only)" if rec.proxy_only else " (proxy)"} if rec.proxy is not None else {}
+        return [prefix + rec.arm_label(i) + role.get(i, "") for i in range(len(rec.arms))]
 
 
 def find_tuned(paths: Iterable[str | os.PathLike]) -> list[Tuned]:
@@ -89,7 +93,7 @@ def split_runs(runs: list[Run], tuned: list[Tuned]) -> tuple[list[Run], list[Run
 def protocol(runs: list[Run], tuned: list[Tuned]) -> str:
     """The label shown where the differences are: tuned (a record), else untuned with one or several lrs."""
     if tuned:
-        return TUNED
+        return TUNED_PROXY if any(t.record.proxy is not None for t in tuned) else TUNED
     lrs = {r.flat.get(LR_KEY) for r in runs if r.flat}
     return UNTUNED if len(lrs) <= 1 else UNTUNED_BY_HAND
 
@@ -127,11 +131,13 @@ def tuning_text(tuned: list[Tuned]) -> str:
     parts = []
     for t in tuned:
         rec = t.record
-        horizon = rec.horizon[0] if rec.horizon else {}
-        parts.append(f"{rec.key} over [{', '.join(f'{v:g}' for v in rec.grid)}] on tuning seed(s) "
+        horizon = rec.horizon[rec.tuned_arms[0]] if rec.horizon else {}
+        on, each = ((f" on the proxy {rec.arm_label(rec.proxy)} alone", "every arm at the proxy's best lr")
+                    if rec.proxy is not None else ("", "each arm at its best lr"))
+        parts.append(f"{rec.key} over [{', '.join(f'{v:g}' for v in rec.grid)}]{on} on tuning seed(s) "
                      f"{', '.join(map(str, rec.tune_seeds))} at {rec.fraction:g} of {horizon.get('key', 'the budget')} "
                      f"({horizon.get('tuning', '?')} of {horizon.get('full', '?')}); the comparison above uses the "
-                     f"final runs only, each arm at its best lr on fresh seeds {', '.join(map(str, rec.seeds))}.")
+                     f"final runs only, {each} on fresh seeds {', '.join(map(str, rec.seeds))}.")
     return (" ".join(parts) + " The best lr depends on the tuning horizon: at the full budget it may be lower. "
             "Best = lowest mean final val/loss over the tuning seeds; diverged = +inf; failed runs left out.")
 
@@ -143,6 +149,8 @@ def basin_data(tuned: list[Tuned]) -> list[dict[str, Any]]:
     for t in tuned:
         rec = t.record
         for arm, label in enumerate(t.arm_labels(len(tuned) > 1)):
+            if arm not in rec.tuned_arms:
+                continue  # transferred from the proxy: no basin of its own
             runs = [r for r in rec.runs if r.arm == arm]
             means = point_losses(runs)
             res = rec.results[arm] if arm < len(rec.results) else None

@@ -12,7 +12,8 @@ before the full run; a changed setup is a new version of the finding (`<name>_v2
 
 Modules: registry.py (Finding, FINDINGS, versions), one module per claim (v1: alibi_extrapolation,
 xiong_postln_warmup, kaplan_aspect_ratio, swiglu_vs_gelu, rmsnorm_vs_layernorm, rope_vs_learned; v2, tuned:
-<name>_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied; mup_lr_transfer, a plain lr grid: claim, citation,
+<name>_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied; μP: mup_lr_transfer, a plain lr grid, and
+kaplan_aspect_ratio_mup, v2's Kaplan tuned once on a proxy: claim, citation,
 the paper's number, setup, group keys, baseline and rule; optional SESOI, POST_HOC, DATA, EXTRA_FILES),
 protocol_v2.py (the setup the v2 findings share), lr_transfer.py / mup_basin.py (mup_lr_transfer's optimum-and-shift
 reading and its basin figure), registration.py (the registration record in registered/<name>.json and the check of the files against it),
@@ -22,6 +23,7 @@ tuned.py (a tuned sweep's final and tuning runs), evidence.py (what a rule reads
 arm's model without training), measure_init.py / measure_encdec.py (gradient norms at init, for the xiong findings),
 measure_norms.py (compiled step time, for rmsnorm_vs_layernorm_v2), judge.py (a finished sweep -> report, verdict,
 doc), budget.py (CPU-hours, data seen), doc.py / doc_budget.py / md.py / grad_plot.py (the markdown and figures),
+doc_meta.py (the metadata comment opening each doc: its writer and reader),
 index.py (the README's table, pointers to newer versions), cli.py (the command).
 User docs: docs/findings/README.md. Importing this package does not import torch or matplotlib.
 """

@@ -17,7 +17,6 @@ Not handled: computing anything (the rules, experiments.compare, the registratio
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Sequence
 
 from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_FILES, DATA_HUB, HUB_OPTION, WHAT, used_text
 from experiments.findings.doc_budget import cost_lines, seen_lines, tuning_lines
+from experiments.findings.doc_meta import meta_line
 from experiments.findings.evidence import RunRecord, SeedsNeeded, Verdict, fmt_ci, fmt_mean_ci, fmt_signed
 from experiments.findings.multiple import ALPHA, Family, holm
 from experiments.findings.md import md_table
@@ -309,7 +309,7 @@ def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, 
             **({"pipeline": "failed" if (meta.get("pipeline") or {}).get("problems") else "OK"} if smoke else {}),
             "setup": setup.get("status", "not recorded"), "registered": setup.get("registered"),
             "generated": meta.get("generated"), "runs": len(records)}
-    lines = [f"<!-- archlab-finding: {json.dumps(head, ensure_ascii=False)} -->", f"# {finding.title}", "",
+    lines = [meta_line(head), f"# {finding.title}", "",
              *newer_block(newer)]
     if smoke:
         lines += ["> **Smoke run: not a result.** A seconds-long version of the sweep (tiny model, a few steps, 2 seeds) "

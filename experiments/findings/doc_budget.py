@@ -31,15 +31,22 @@ def tuning_lines(meta: dict[str, Any]) -> list[str]:
     t = meta.get("tuning")
     if not t:
         return []
-    horizon = (t.get("horizon") or [{}])[0]
     seeds = ", ".join(map(str, t.get("seeds", [])))
+    proxy = t.get("proxy")
+    horizon = t.get("proxy_horizon") or (t.get("horizon") or [{}])[0]
+    if proxy:
+        who = (f"Every difference in this doc is at one transferred lr, not best-vs-best: only the proxy `{proxy}`"
+               f"{' (not a compared arm)' if t.get('proxy_only') else ''} was trained")
+        then = "then every arm was run at that lr"
+    else:
+        who, then = "Every difference in this doc is best-vs-best: each arm was trained", "then run at that lr"
     return ["## Learning-rate tuning", "",
-            f"**Protocol: {t.get('protocol')}.** Every difference in this doc is best-vs-best: each arm was trained "
+            f"**Protocol: {t.get('protocol')}.** {who} "
             f"over the {t.get('key')} grid [{', '.join(_g(v) for v in t.get('grid', []))}] on tuning seed(s) "
             f"{', '.join(map(str, t.get('tune_seeds', [])))} at {_g(t.get('fraction', 0))} of its budget "
             f"({horizon.get('key', 'the budget')} {horizon.get('tuning', '?')} of {horizon.get('full', '?')}), its "
             f"best lr picked by final val/loss (a best point at a grid edge widened by up to {t.get('widen')} "
-            f"points per side), then run at that lr on the fresh seeds {seeds}; the results come from those "
+            f"points per side), {then} on the fresh seeds {seeds}; the results come from those "
             f"{t.get('final_runs')} final runs alone, the {t.get('tuning_runs')} tuning runs never enter a mean or "
             "an interval.", "",
             f"From the report: {t.get('text')}", "", *md_table(t.get("head", []), t.get("rows", [])), ""]

@@ -13,25 +13,15 @@ Not handled: the docs' prose (doc.py), which versions exist (registry.versions).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings.doc import NEWER_END, NEWER_START, md_table, newer_block
+from experiments.findings.doc_meta import META_RE, read_meta  # noqa: F401 (META_RE: the tests read docs with it)
 from experiments.findings.registry import Finding, split_version
 
-META_RE = re.compile(r"^<!-- archlab-finding: (\{.*\}) -->$", re.M)
 INDEX_START, INDEX_END = "<!-- findings-index:start -->", "<!-- findings-index:end -->"
-
-
-def read_meta(doc_path: Path) -> dict[str, Any] | None:
-    """The metadata comment of a finding doc, or None (no file, no comment, bad JSON)."""
-    try:
-        m = META_RE.search(Path(doc_path).read_text())
-        return json.loads(m.group(1)) if m else None
-    except (OSError, ValueError):
-        return None
 
 
 def _full_run(docs_dir: Path, name: str) -> dict[str, Any] | None:

@@ -114,6 +114,7 @@ from experiments.findings import (  # noqa: E402  (the claim modules import evid
     alibi_extrapolation_v2,
     gqa_vs_mha,
     kaplan_aspect_ratio,
+    kaplan_aspect_ratio_mup,
     kaplan_aspect_ratio_v2,
     mup_lr_transfer,
     qk_norm_lr_sensitivity,
@@ -133,4 +134,5 @@ from experiments.findings import (  # noqa: E402  (the claim modules import evid
 FINDINGS: dict[str, Finding] = {m.NAME: Finding.from_module(m) for m in (
     alibi_extrapolation, xiong_postln_warmup, kaplan_aspect_ratio, swiglu_vs_gelu, rmsnorm_vs_layernorm,
     rope_vs_learned, alibi_extrapolation_v2, xiong_postln_warmup_v2, kaplan_aspect_ratio_v2, swiglu_vs_gelu_v2,
-    rmsnorm_vs_layernorm_v2, rope_vs_learned_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied, mup_lr_transfer)}
+    rmsnorm_vs_layernorm_v2, rope_vs_learned_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied, mup_lr_transfer,
+    kaplan_aspect_ratio_mup)}

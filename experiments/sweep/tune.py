@@ -12,6 +12,8 @@ it hands its declaration, the composed config and its launcher to `TunedSweep.ru
   2. per arm, the best lr by mean final val/loss (tune_select.py); a best point at the edge of the measured grid
      adds the next log step beyond it (up to `widen` per side), runs it and looks again; still at the edge: "edge";
   3. final: every arm with a best lr at that lr x the fresh `seeds`, at the full budget.
+With `proxy` (μTransfer: one model, e.g. the narrowest under model/param=mup), steps 1-2 run for the proxy alone and
+every arm's final runs use the proxy's best lr; a proxy that is not one of the arms is tuned and gets no final runs.
 Each phase goes through `launcher.launch(batch, initial_job_idx)`, so any Hydra launcher runs it (basic, joblib,
 submitit). Job numbers are fixed by the plan (tuning first, then each widening round, then the final runs), so a
 resumed sweep maps every job to the dir it had. tuning.json (tuning_record.py) is written before the first run,
@@ -45,7 +47,7 @@ from experiments.run.interrupt import release_sweep, sweep_stopped
 from experiments.rundir.layout import RunDir, RunStatus
 from experiments.sweep.resume import sweep_resume_command
 from experiments.sweep.tune_select import loss_spread, next_point, pick_best, point_losses
-from experiments.sweep.tune_spec import SEED_KEY, TuneError, TuneSpec, horizon_override, unknown_key
+from experiments.sweep.tune_spec import SEED_KEY, TuneError, TuneSpec, horizon_override, proxy_overrides, unknown_key
 from experiments.sweep.tuning_record import NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun
 
 HAS_RESULT = (RunStatus.COMPLETED, RunStatus.DIVERGED)
@@ -113,18 +115,38 @@ class TunedSweep:
                                       seeds=self.declared.get("seeds"), tune_fraction=self.declared.get("tune_fraction"),
                                       widen=self.declared.get("widen"))
         arm_lines, self.fixed = self.spec.split(overrides)
+        proxy, proxy_only = self._proxy(arm_lines)
+        if proxy_only:
+            arm_lines = [*arm_lines, proxy]
         arms = [dict(line.split("=", 1) for line in arm) for arm in arm_lines]
         self.arm_lines = arm_lines
         self.horizons = [self._horizon(arm) for arm in arm_lines]
         record = TuningRecord(key=self.spec.key, grid=list(self.spec.grid), tune_seeds=list(self.spec.tune_seeds),
                               seeds=list(self.spec.seeds), fraction=self.spec.fraction, widen=self.spec.widen,
-                              arms=arms, horizon=[{"key": k, "full": f, "tuning": t} for k, f, t in self.horizons])
+                              arms=arms, horizon=[{"key": k, "full": f, "tuning": t} for k, f, t in self.horizons],
+                              proxy=None if proxy is None else arm_lines.index(proxy), proxy_only=proxy_only)
         self._check_sweep_dir(record)
         return record
 
+    def _proxy(self, arm_lines: list[list[str]]) -> tuple[list[str] | None, bool]:
+        """(the proxy's overrides as Hydra prints them, whether it is not one of the arms); (None, False): no proxy."""
+        swept = [line.split("=", 1)[0] for line in arm_lines[0]]
+        lines = proxy_overrides(self.declared.get("proxy"), self.spec.key, swept)
+        if lines is None:
+            return None, False
+        try:
+            parsed = OverridesParser.create(config_loader=self.config_loader).parse_overrides(lines)
+        except Exception as e:  # noqa: BLE001 - Hydra's grammar refusal, as one line
+            raise TuneError(f"hydra.sweeper.proxy: {str(e).splitlines()[0]}") from None
+        if any(o.is_sweep_override() for o in parsed):
+            raise TuneError(f"hydra.sweeper.proxy: must set one value per key (the proxy is one model), got "
+                            f"{', '.join(lines)}")
+        proxy = [f"{o.get_key_element()}={o.get_value_element_as_str()}" for o in parsed]
+        return proxy, proxy not in arm_lines
+
     def _horizon(self, arm: list[str]) -> tuple[str, float, float]:
         try:
-            cfg = self.config_loader.load_sweep_config(self.config, [*arm, *(line for _, line in self.fixed)])
+            cfg = self.config_loader.load_sweep_config(self.config, [*arm, *self._fixed(arm).values()])
         except Exception as e:  # noqa: BLE001 - a composition error, as one line naming the arm
             raise TuneError(f"{','.join(arm) or 'the sweep'}: {str(e).splitlines()[0]}") from None
         return horizon_override(OmegaConf.to_container(cfg.train, resolve=True), self.spec.fraction)
@@ -151,14 +173,20 @@ class TunedSweep:
         """Jobs for (arm, lr, seed) points, numbered from self.next_idx; tuning jobs train the tuning horizon."""
         out = []
         for arm, lr, seed in points:
-            fixed = dict(self.fixed)
+            own = {line.split("=", 1)[0]: line for line in self.arm_lines[arm]}
+            fixed = self._fixed(self.arm_lines[arm])
             if tuning:
                 key, _, short = self.horizons[arm]
-                fixed[key] = f"{key}={short}"
-            overrides = [*self.arm_lines[arm], f"{self.spec.key}={lr!r}", f"{SEED_KEY}={seed}", *fixed.values()]
+                (own if key in own else fixed)[key] = f"{key}={short}"
+            overrides = [*own.values(), f"{self.spec.key}={lr!r}", f"{SEED_KEY}={seed}", *fixed.values()]
             out.append(Job(self.next_idx, overrides, self._job_dir(overrides, self.next_idx), arm, lr, seed))
             self.next_idx += 1
         return out
+
+    def _fixed(self, arm: list[str]) -> dict[str, str]:
+        """The fixed overrides ({key: `key=value`}) but those the arm sets itself (a proxy may set a fixed key)."""
+        own = {line.split("=", 1)[0] for line in arm}
+        return {k: line for k, line in self.fixed if k not in own}
 
     def _job_dir(self, overrides: list[str], idx: int) -> Path:
         """The dir Hydra's launchers give job `idx`: hydra.sweep.dir / hydra.sweep.subdir, composed as they do."""
@@ -198,7 +226,7 @@ class TunedSweep:
     def run(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
         try:
             record = self.plan(arguments)
-            seeds_first = [(a, lr, s) for s in self.spec.tune_seeds for a in range(len(record.arms))
+            seeds_first = [(a, lr, s) for s in self.spec.tune_seeds for a in record.tuned_arms
                            for lr in self.spec.grid]
             tuning = self.jobs(seeds_first, tuning=True)
         except TuneError as e:
@@ -219,8 +247,8 @@ class TunedSweep:
                 break
             self.launch(extra)
             tuning += extra
-        finals = self.jobs([(a, r.best_lr, s) for s in self.spec.seeds for a, r in enumerate(record.results)
-                            if r.best_lr is not None], tuning=False)
+        finals = self.jobs([(a, record.results[a].best_lr, s) for s in self.spec.seeds for a in record.compared_arms
+                            if record.results[a].best_lr is not None], tuning=False)
         record.phase, record.finals = "final", [j.result(self.sweep_dir) for j in finals]
         record.write(self.sweep_dir)
         self._say(record)
@@ -255,7 +283,8 @@ class TunedSweep:
         """The next widening round: for each arm whose best point (record.results) is at an edge with fewer than
         `widen` points added on that side, one more point beyond it (x every tune seed)."""
         points = []
-        for arm, res in enumerate(record.results):
+        for arm in record.tuned_arms:
+            res = record.results[arm]
             below = sum(1 for v in widened[arm] if v < self.spec.grid[0])
             added = below if res.edge == "low" else len(widened[arm]) - below
             if res.edge is None or added >= self.spec.widen:
@@ -266,28 +295,41 @@ class TunedSweep:
         return self.jobs(points, tuning=True)
 
     def _conclude(self, record: TuningRecord, widened: list[list[float]]) -> list[ArmResult]:
-        out = []
-        for arm in range(len(record.arms)):
-            runs = self._arm_runs(record, arm)
-            losses = point_losses(runs)
-            best, edge = pick_best(losses)
-            note = ""
-            if not losses:
-                note = f"no tuning run completed ({', '.join(sorted({r.status for r in runs}))}): no final runs"
-            elif best is None:
-                note = "every tuning run diverged: no final runs"
-            out.append(ArmResult(best_lr=best, edge=edge, widened=list(widened[arm]), loss_spread=loss_spread(losses),
-                                 note=note))
-        return out
+        """Each tuned arm's result from its tuning runs; with a proxy, every other arm gets the proxy's best lr."""
+        tuned = {arm: self._tuned_result(record, arm, widened[arm]) for arm in record.tuned_arms}
+        if record.proxy is None:
+            return [tuned[arm] for arm in range(len(record.arms))]
+        p = tuned[record.proxy]
+        note = f"transferred from the proxy ({record.arm_label(record.proxy)})"
+        return [p if arm == record.proxy else ArmResult(best_lr=p.best_lr, edge=p.edge, note=note if p.best_lr
+                                                        is not None else f"{note}: {p.note}")
+                for arm in range(len(record.arms))]
+
+    def _tuned_result(self, record: TuningRecord, arm: int, widened: list[float]) -> ArmResult:
+        runs = self._arm_runs(record, arm)
+        losses = point_losses(runs)
+        best, edge = pick_best(losses)
+        note = ""
+        if not losses:
+            note = f"no tuning run completed ({', '.join(sorted({r.status for r in runs}))}): no final runs"
+        elif best is None:
+            note = "every tuning run diverged: no final runs"
+        return ArmResult(best_lr=best, edge=edge, widened=list(widened), loss_spread=loss_spread(losses), note=note)
 
     def _say(self, record: TuningRecord) -> None:
         """One line per arm: its best lr, interior or at an edge, widened points, the loss spread."""
-        h = record.horizon[0] if record.horizon else {}
-        print(f"[archlab] tuned {record.key} at {record.fraction:g} of {h.get('key', 'the budget')} on seeds "
+        h = record.horizon[record.tuned_arms[0]] if record.horizon else {}
+        on = f" on the proxy {record.arm_label(record.proxy)}" if record.proxy is not None else ""
+        print(f"[archlab] tuned {record.key}{on} at {record.fraction:g} of {h.get('key', 'the budget')} on seeds "
               f"{', '.join(map(str, record.tune_seeds))}; final runs on seeds {', '.join(map(str, record.seeds))}:",
               file=sys.stderr)
         for arm, res in enumerate(record.results):
+            if arm not in record.tuned_arms:
+                best = f"{res.best_lr:g}, " if res.best_lr is not None else ""
+                print(f"  {record.arm_label(arm)}: {best}{res.note}", file=sys.stderr)
+                continue
             where = "interior" if res.interior else f"at the {res.edge} edge" if res.best_lr is not None else res.note
+            where = f"proxy{', tuning only' if record.proxy_only else ''}; {where}" if arm == record.proxy else where
             more = f", widened by {', '.join(f'{v:g}' for v in res.widened)}" if res.widened else ""
             spread = f", spread {res.loss_spread:.4f}" if res.loss_spread is not None else ""
             best = f"best {res.best_lr:g} " if res.best_lr is not None else ""

@@ -9,7 +9,8 @@ Refused, each as one TuneError line (`hydra.sweeper.<key>: ...`): a key that is 
 numbers; fewer than MIN_POINTS points; a point <= 0 or repeated; no tune seeds or no fresh seeds; a seed in both
 lists or twice in one; a tune_fraction outside (0, 1]; a widen that is not an int >= 0; `seed` or the tuned key
 swept or set in `hydra.sweeper.params` or on the command line (the sweeper sets both per run); a sweep that is not a
-list of values (interval()).
+list of values (interval()); a `proxy` that is not a mapping of keys to single values, sets `seed` or the tuned
+key, or leaves a swept key unset (proxy_overrides).
 The horizon scales whichever budget the run holds (train.flops > train.tokens > train.steps, as
 experiments/run/budget.py reads them): a tuning run trains `tune_fraction` of it, at least one step or token.
 Not handled: tuning more than one key at a time (a joint grid), or grids that are not lists (log-uniform ranges).
@@ -29,7 +30,7 @@ from experiments.config.errors import ConfigError
 
 MIN_POINTS = 4
 SEED_KEY = "seed"
-KEYS = ("params", "tune", "tune_seeds", "seeds", "tune_fraction", "widen")  # hydra.sweeper's keys
+KEYS = ("params", "tune", "tune_seeds", "seeds", "tune_fraction", "widen", "proxy")  # hydra.sweeper's keys
 
 
 class TuneError(ConfigError):
@@ -128,6 +129,34 @@ class TuneSpec:
         for values in sweeps.values():
             arms = [[*arm, v] for arm in arms for v in values]
         return arms, list(fixed.items())
+
+
+def proxy_overrides(proxy: Any, tuned_key: str, swept_keys: Sequence[str]) -> list[str] | None:
+    """The proxy's overrides (`key=value`: the swept keys in sweep order, then its other keys), or None for no proxy.
+    The proxy is one model: it sets every swept key, and may set others (e.g. a narrower model.d_model).
+    Example: proxy_overrides({"model.n_layers": 8, "model.d_model": 32}, "optim.lr", ["model.n_layers"])
+             -> ["model.n_layers=8", "model.d_model=32"]"""
+    if proxy is None:
+        return None
+    if not isinstance(proxy, dict) or not proxy:
+        raise TuneError(f"hydra.sweeper.proxy: must map keys to values (the one arm to tune, e.g. "
+                        f"{{model.n_layers: 2}}), got {proxy!r}")
+    for key, value in proxy.items():
+        if str(key).lstrip("+~") in (SEED_KEY, tuned_key):
+            raise TuneError(f"hydra.sweeper.proxy.{key}: set per run by the tuned sweeper; remove it from the proxy")
+        if value is None or isinstance(value, (list, dict)):
+            raise TuneError(f"hydra.sweeper.proxy.{key}: must be one value (the proxy is one model), got {value!r}")
+    missing = [k for k in swept_keys if k not in proxy]
+    if missing:
+        raise TuneError(f"hydra.sweeper.proxy: sets no value for the swept key {missing[0]} (the proxy is one model: "
+                        f"it sets every swept key, {', '.join(swept_keys)})")
+    order = [*swept_keys, *(k for k in proxy if k not in swept_keys)]
+    return [f"{k}={_plain_value(proxy[k])}" for k in order]
+
+
+def _plain_value(value: Any) -> str:
+    """A YAML scalar as Hydra's override grammar reads it (booleans lower-case)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def horizon_override(train: dict[str, Any], fraction: float) -> tuple[str, float, float]:

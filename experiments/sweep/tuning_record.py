@@ -17,6 +17,9 @@ The file (version 1):
     results     per arm: best_lr (null: none), edge (null = interior | "low" | "high"), widened (the points
                 added beyond the grid), loss_spread (max - min of the finite mean losses over the grid), note
     finals      every final run: run_dir, arm, lr, seed (written before the final phase starts)
+    proxy       null, or the index in `arms` of the one arm tuned (hydra.sweeper.proxy): every arm's final runs use
+                its best lr (results[i].note "transferred from the proxy ...")
+    proxy_only  true when the proxy is not one of the compared arms (appended to `arms`, tuned, no final runs)
 
 Run dirs are stored relative to the sweep dir, so a moved or copied sweep dir keeps its record.
 Not handled: two sweeps writing one sweep dir at once.
@@ -84,12 +87,25 @@ class TuningRecord:
     runs: list[TuningRun] = field(default_factory=list)
     results: list[ArmResult] = field(default_factory=list)
     finals: list[TuningRun] = field(default_factory=list)
+    proxy: int | None = None              # the arm tuned for every arm (μTransfer), None: each arm tuned
+    proxy_only: bool = False              # the proxy is not a compared arm: tuning runs only
+
+    @property
+    def tuned_arms(self) -> list[int]:
+        """The arms that get tuning runs: the proxy alone, or every arm."""
+        return [self.proxy] if self.proxy is not None else list(range(len(self.arms)))
+
+    @property
+    def compared_arms(self) -> list[int]:
+        """The arms that get final runs: every arm but a proxy that is not one of them."""
+        return [a for a in range(len(self.arms)) if not (self.proxy_only and a == self.proxy)]
 
     # -- the declaration, for a resume to compare with its own
 
     def declaration(self) -> dict[str, Any]:
         return {"key": self.key, "grid": self.grid, "tune_seeds": self.tune_seeds, "seeds": self.seeds,
-                "fraction": self.fraction, "widen": self.widen, "arms": self.arms}
+                "fraction": self.fraction, "widen": self.widen, "arms": self.arms, "proxy": self.proxy,
+                "proxy_only": self.proxy_only}
 
     def arm_label(self, arm: int) -> str:
         """`model/pos=rope` (the arm's overrides, comma-joined); `(one arm)` when the sweep has no other sweep key."""
@@ -120,7 +136,9 @@ class TuningRecord:
                        arms=[{str(k): str(v) for k, v in a.items()} for a in data["arms"]],
                        horizon=list(data.get("horizon") or []), phase=data["phase"],
                        runs=[_run(r) for r in data["runs"]], results=[_result(r) for r in data["results"]],
-                       finals=[_run(r) for r in data["finals"]])
+                       finals=[_run(r) for r in data["finals"]],
+                       proxy=None if data.get("proxy") is None else int(data["proxy"]),
+                       proxy_only=bool(data.get("proxy_only", False)))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TuningRecordError(f"not a tuning record ({type(e).__name__}: {e})") from None
 

@@ -134,11 +134,14 @@ def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name,
         assert (tmp_path / "again" / "curve_val_loss.png").is_file()
     if is_tuned(f.experiment):  # the v2 findings: the final runs compared, the tuning runs in their own section
         meta = json.loads((sweep / "finding.json").read_text())
+        proxy = meta["tuning"]["proxy"]  # kaplan_aspect_ratio_mup: one shape tuned, its lr transferred
         assert meta["tuned"] and meta["tuning"]["final_runs"] == 2 * _n_groups(name)
-        assert meta["tuning"]["tuning_runs"] >= 5 * _n_groups(name)
+        assert meta["tuning"]["tuning_runs"] >= 5 * (1 if proxy else _n_groups(name))
         assert all(r[1] == "2" for r in rows)  # 2 fresh seeds per group, never a tuning run
         tuning = _section(text, "Learning-rate tuning")
-        assert "**Protocol: tuned: each arm at its own best lr, fresh seeds.**" in tuning
+        assert ("**Protocol: tuned once on a proxy: every arm at the proxy's best lr, fresh seeds.** Every difference "
+                f"in this doc is at one transferred lr, not best-vs-best: only the proxy `{proxy}`" if proxy else
+                "**Protocol: tuned: each arm at its own best lr, fresh seeds.**") in tuning
         assert len(_table_rows(tuning)) == _n_groups(name) and f"]({name}/basin.png)" in text
         runs = meta["cost"]["runs"]
         assert runs == meta["tuning"]["tuning_runs"] + meta["tuning"]["final_runs"]
@@ -616,7 +619,8 @@ def test_rmsnorm_rule_outcomes():
 def test_every_rule_is_covered_above():  # v1 here; the v2 rules in test_findings_v2.py
     from .test_findings_v2 import V2
 
-    assert set(FINDINGS) == set(V1) | set(V2) | {"mup_lr_transfer"}  # its rule: test_findings_mup.py
+    # the μP findings' rules: test_findings_mup.py, test_findings_kaplan_mup.py
+    assert set(FINDINGS) == set(V1) | set(V2) | {"mup_lr_transfer", "kaplan_aspect_ratio_mup"}
 
 
 # ------------------------------------------------------------------------------------------------ the index
@@ -637,7 +641,7 @@ def test_index_table_from_the_docs_present(tmp_path, capsys):
     text = (docs / "README.md").read_text()
     assert "intro stays" in text and "kept too" in text and "\nold\n" not in text
     rows = {r[0]: r for r in _table_rows(text.split(index_lib.INDEX_START)[1])}
-    assert len(rows) == len(index_lib.by_base(list(FINDINGS.values()))) == 10  # one row per finding, its latest version
+    assert len(rows) == len(index_lib.by_base(list(FINDINGS.values()))) == 11  # one row per finding, its latest version
     rope = rows[FINDINGS["rope_vs_learned_v2"].title]
     assert rope[2] == "**not reproduced**" and "[-0.02, 0.04]" in rope[3]
     assert rope[4] == "[rope_vs_learned_v2.md](rope_vs_learned_v2.md)"

@@ -73,7 +73,7 @@ def test_tuned_smoke_gives_the_sweeper_its_seeds_and_keeps_the_grid(tmp_path, mo
 
 
 def test_every_v2_yaml_holds_the_shared_setup_and_matches_its_setup_text():
-    assert [n for n in FINDINGS if n in V2] == V2 and len(FINDINGS) == 16  # and mup_lr_transfer
+    assert [n for n in FINDINGS if n in V2] == V2 and len(FINDINGS) == 17  # and the two μP findings
     for name in V2:
         f = FINDINGS[name]
         cfg = compose_config([f"experiment=finding_{name}"], return_hydra_config=True)
@@ -322,7 +322,7 @@ def test_every_v2_rule_is_covered_above():
 
 def test_the_index_lists_nine_findings_the_v1_docs_as_earlier_versions():
     rows = index_lib.index_table(list(FINDINGS.values()), DOCS)[2:]
-    assert len(rows) == 10  # and mup_lr_transfer's
+    assert len(rows) == 11  # and the two μP findings'
     cells = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")] for r in rows}
     for name in V2:
         f = FINDINGS[name]

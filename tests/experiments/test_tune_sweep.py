@@ -141,6 +141,47 @@ def test_an_arm_without_a_completed_tuning_run_is_reported_not_dropped(fake, mon
     assert "| model/pos=alibi | — | none |" in md and "no tuning run completed" in md
 
 
+def test_a_proxy_is_tuned_alone_and_its_lr_transferred_to_every_arm(fake, monkeypatch, tmp_path, capsys):
+    """μTransfer: hydra.sweeper.proxy names one arm (rope); only it is tuned (grid, then widened as in the test
+    above: 0.09 then 0.27, which diverges), and every arm's final runs use its best lr, 0.09, though learned's own
+    best would be 3e-3."""
+    sweep = tmp_path / "sweep"
+    assert run_main(monkeypatch, sweep_argv(sweep, "hydra.sweeper.proxy={model/pos:rope}")) == 0
+    assert fake[:6] == [("rope", lr, 1000, 2) for lr in (1e-3, 3e-3, 1e-2, 3e-2, 0.09, 0.27)]
+    assert fake[6:] == [("learned", 0.09, 0, 8), ("rope", 0.09, 0, 8), ("learned", 0.09, 1, 8), ("rope", 0.09, 1, 8)]
+    rec = TuningRecord.read(sweep)
+    assert (rec.proxy, rec.proxy_only, rec.phase) == (1, False, "done")
+    assert rec.arms == [{"model/pos": "learned"}, {"model/pos": "rope"}]
+    learned, rope = rec.results
+    assert (rope.best_lr, rope.edge, rope.widened) == (0.09, None, [0.09, 0.27])
+    assert (learned.best_lr, learned.edge, learned.widened, learned.loss_spread) == (0.09, None, [], None)
+    assert learned.note == "transferred from the proxy (model/pos=rope)"
+    err = capsys.readouterr().err
+    assert "tuned optim.lr on the proxy model/pos=rope at 0.25 of train.steps" in err
+    assert "model/pos=learned: 0.09, transferred from the proxy (model/pos=rope)" in err
+    assert "model/pos=rope: best 0.09 (proxy; interior, widened by 0.09, 0.27" in err
+    report = json.loads((sweep / "report" / "comparison.json").read_text())
+    assert report["protocol"] == "tuned once on a proxy: every arm at the proxy's best lr, fresh seeds"
+    md = (sweep / "report" / "report.md").read_text()
+    assert "| model/pos=rope (proxy) | 0.09 | interior |" in md
+
+
+def test_a_proxy_outside_the_arms_is_tuned_but_not_compared(fake, monkeypatch, tmp_path):
+    """A proxy that sets a key the arms do not sweep (here a shorter train.steps: the proxy is a cheaper model) is
+    a model of its own: tuned at a quarter of its own 4 steps, no final runs; both arms run at its best lr, 3e-3."""
+    sweep = tmp_path / "sweep"
+    assert run_main(monkeypatch, sweep_argv(sweep, "hydra.sweeper.proxy={model/pos:learned,train.steps:4}")) == 0
+    assert fake == [*(("learned", lr, 1000, 1) for lr in (1e-3, 3e-3, 1e-2, 3e-2)),
+                    ("learned", 3e-3, 0, 8), ("rope", 3e-3, 0, 8), ("learned", 3e-3, 1, 8), ("rope", 3e-3, 1, 8)]
+    rec = TuningRecord.read(sweep)
+    assert (rec.proxy, rec.proxy_only) == (2, True)
+    assert rec.arms[2] == {"model/pos": "learned", "train.steps": "4"}
+    assert rec.horizon[2] == {"key": "train.steps", "full": 4, "tuning": 1}
+    assert [r.arm for r in rec.finals] == [0, 1, 0, 1] and [r.best_lr for r in rec.results] == [3e-3] * 3
+    assert run_main(monkeypatch, [*sweep_argv(sweep, "hydra.sweeper.proxy={model/pos:rope}"),
+                                  "train.resume=true"]) == 2  # a resume may not change the proxy
+
+
 @pytest.mark.parametrize("extra, message", [
     (["hydra.sweeper.tune={optim.lr:[1e-3,3e-3,1e-2]}"], "hydra.sweeper.tune.optim.lr: a log grid needs at least 4"),
     (["hydra.sweeper.tune={optim.lr:[-1e-3,1e-3,3e-3,1e-2]}"], "every point must be a number > 0"),
@@ -149,6 +190,10 @@ def test_an_arm_without_a_completed_tuning_run_is_reported_not_dropped(fake, mon
     (["+hydra.sweeper.params.seed='0,1'"], "seed: set per run by the tuned sweeper"),
     (["optim.lr=1e-3"], "optim.lr: set per run by the tuned sweeper"),
     (["+hydra.sweeper.tune_seed=[1]"], "hydra.sweeper.tune_seed: not a key of the tuned sweeper; did you mean tune_seeds?"),
+    (["hydra.sweeper.proxy={train.steps:4}"], "hydra.sweeper.proxy: sets no value for the swept key model/pos"),
+    (["hydra.sweeper.proxy={model/pos:[learned,rope]}"], "hydra.sweeper.proxy.model/pos: must be one value"),
+    (["hydra.sweeper.proxy={model/pos:rope,seed:3}"], "hydra.sweeper.proxy.seed: set per run by the tuned sweeper"),
+    (["hydra.sweeper.proxy=rope"], "hydra.sweeper.proxy: must map keys to values"),
 ])
 def test_bad_declarations_are_refused_before_any_run_starts(fake, monkeypatch, tmp_path, capsys, extra, message):
     sweep = tmp_path / "sweep"
