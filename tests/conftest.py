@@ -1,5 +1,10 @@
 """Shared test fixtures: offline environment and the optional ../shared/data directory.
 
+Torch computes on one thread in tests (OMP_NUM_THREADS=1 unless the caller sets it): the tests' models are tiny,
+and a second OpenMP thread only adds synchronisation, which on a loaded 2-core machine (another process on the
+other core) costs milliseconds per operator: tests/arch took ~490 s instead of ~37 s. What a thread count changes
+in the product (train.num_threads, a SLURM job's cpus_per_task) sets it explicitly and is tested that way.
+
 Tests that need the shared corpora (`../shared/data`, present in CI beside the clone) use the `shared_data`
 fixture and skip with a clear reason on a user's fresh clone where it is absent.
 """
@@ -17,6 +22,8 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Read by torch when it is first imported, which is after this file (pytest loads it before any test module).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARCHLAB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
