@@ -126,6 +126,8 @@ def test_sweep_with_a_config_error_and_a_requeue(slurm_env, cache_dir, tmp_path,
     requeued = summary(run_dir)
     assert "preempted" in requeued["error"] and "requeued" in requeued["error"]  # 60 min limit: not yet a timeout
     stopped_at = requeued["steps"]
+    reference = tmp_path / "reference"  # trained while job 0 waits the 10 s before SLURM starts it again
+    train(make_cfg(*LONG[len(TINY):], "model.n_heads=2", run_dir=reference))
     out, err = proc.communicate(timeout=600)
 
     assert proc.returncode == 1, err[-3000:]
@@ -141,8 +143,6 @@ def test_sweep_with_a_config_error_and_a_requeue(slurm_env, cache_dir, tmp_path,
     assert done["status"] == "completed" and done["steps"] == 600 and 0 < stopped_at < 600
     log = "".join(p.read_text() for p in (sweep / ".submitit").rglob(f"{job0}/*_log.*"))
     assert f"requeued at step {stopped_at}" in log and f"at step {stopped_at} (" in log  # restored, then went on
-    reference = tmp_path / "reference"
-    train(make_cfg(*LONG[len(TINY):], "model.n_heads=2", run_dir=reference))
     assert losses(run_dir) == losses(reference) and len(losses(reference)) == 600
     assert done["final_val_loss"] == summary(reference)["final_val_loss"]
 
