@@ -35,13 +35,29 @@ def slurm_conf(tmp_path_factory) -> str:
         pytest.skip("the local SLURM cluster needs root (slurmd runs jobs as their user): run as root, as CI does")
     conf = subprocess.run(["bash", str(SCRIPT), "env"], capture_output=True, text=True).stdout.split("=", 1)[-1].strip()
     env = {**os.environ, "SLURM_CONF": conf}
-    was_up = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, env=env).returncode == 0
+    was_up = controller_running(conf)
     started = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, env=env)
     if started.returncode != 0:
         pytest.skip(f"no local SLURM cluster: {started.stderr.strip().splitlines()[-1] if started.stderr.strip() else started.returncode}")
     yield conf
     if not was_up:
+        # the jobs the tests cancelled end first: stopped while one is still completing, the cluster restarts with it
+        # and the next session's `start` waits ~30 s for the node (and gives up at 30 s)
+        end = time.monotonic() + 60
+        while squeue(env, "-t", "PD,CF,R,CG,S", "-o", "%i") and time.monotonic() < end:
+            time.sleep(0.2)
         subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, env=env)
+
+
+def controller_running(conf: str) -> bool:
+    """Whether the cluster's slurmctld runs: the pid file beside slurm.conf names a live process, as local_slurm.sh
+    checks before starting one. (`local_slurm.sh status` asks sinfo, which retries for ~9 s when a slurm.conf is left
+    from an earlier session and no controller answers.)"""
+    try:
+        os.kill(int((Path(conf).parent / "slurmctld.pid").read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 @pytest.fixture
