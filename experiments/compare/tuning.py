@@ -131,7 +131,7 @@ def tuning_text(tuned: list[Tuned]) -> str:
     parts = []
     for t in tuned:
         rec = t.record
-        horizon = rec.horizon[rec.tuned_arms[0]] if rec.horizon else {}
+        horizon = rec.tuning_horizon
         on, each = ((f" on the proxy {rec.arm_label(rec.proxy)} alone", "every arm at the proxy's best lr")
                     if rec.proxy is not None else ("", "each arm at its best lr"))
         parts.append(f"{rec.key} over [{', '.join(f'{v:g}' for v in rec.grid)}]{on} on tuning seed(s) "

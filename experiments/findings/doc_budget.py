@@ -33,7 +33,7 @@ def tuning_lines(meta: dict[str, Any]) -> list[str]:
         return []
     seeds = ", ".join(map(str, t.get("seeds", [])))
     proxy = t.get("proxy")
-    horizon = t.get("proxy_horizon") or (t.get("horizon") or [{}])[0]
+    horizon = t.get("tuning_horizon") or (t.get("horizon") or [{}])[0]  # (finding.json written before it: no proxy)
     if proxy:
         who = (f"Every difference in this doc is at one transferred lr, not best-vs-best: only the proxy `{proxy}`"
                f"{' (not a compared arm)' if t.get('proxy_only') else ''} was trained")

@@ -68,4 +68,4 @@ def tuning_meta(part: TunedPart, comparison: dict[str, Any]) -> dict[str, Any] |
             "tune_seeds": rec.tune_seeds, "seeds": rec.seeds, "fraction": rec.fraction, "widen": rec.widen,
             "horizon": rec.horizon, "phase": rec.phase, "tuning_runs": len(rec.runs), "final_runs": len(rec.finals),
             "proxy": None if rec.proxy is None else rec.arm_label(rec.proxy), "proxy_only": rec.proxy_only,
-            "proxy_horizon": rec.horizon[rec.proxy] if rec.proxy is not None and rec.horizon else None}
+            "tuning_horizon": rec.tuning_horizon}

@@ -301,9 +301,10 @@ class TunedSweep:
             return [tuned[arm] for arm in range(len(record.arms))]
         p = tuned[record.proxy]
         note = f"transferred from the proxy ({record.arm_label(record.proxy)})"
-        return [p if arm == record.proxy else ArmResult(best_lr=p.best_lr, edge=p.edge, note=note if p.best_lr
-                                                        is not None else f"{note}: {p.note}")
-                for arm in range(len(record.arms))]
+        if p.best_lr is None:
+            note = f"{note}: {p.note}"
+        transferred = ArmResult(best_lr=p.best_lr, edge=p.edge, note=note)
+        return [p if arm == record.proxy else transferred for arm in range(len(record.arms))]
 
     def _tuned_result(self, record: TuningRecord, arm: int, widened: list[float]) -> ArmResult:
         runs = self._arm_runs(record, arm)
@@ -318,7 +319,7 @@ class TunedSweep:
 
     def _say(self, record: TuningRecord) -> None:
         """One line per arm: its best lr, interior or at an edge, widened points, the loss spread."""
-        h = record.horizon[record.tuned_arms[0]] if record.horizon else {}
+        h = record.tuning_horizon
         on = f" on the proxy {record.arm_label(record.proxy)}" if record.proxy is not None else ""
         print(f"[archlab] tuned {record.key}{on} at {record.fraction:g} of {h.get('key', 'the budget')} on seeds "
               f"{', '.join(map(str, record.tune_seeds))}; final runs on seeds {', '.join(map(str, record.seeds))}:",

@@ -96,6 +96,11 @@ class TuningRecord:
         return [self.proxy] if self.proxy is not None else list(range(len(self.arms)))
 
     @property
+    def tuning_horizon(self) -> dict[str, Any]:
+        """The tuning horizon of the (first) tuned arm, {} when none is recorded: what the tuning runs trained."""
+        return self.horizon[self.tuned_arms[0]] if self.horizon and self.arms else {}
+
+    @property
     def compared_arms(self) -> list[int]:
         """The arms that get final runs: every arm but a proxy that is not one of them."""
         return [a for a in range(len(self.arms)) if not (self.proxy_only and a == self.proxy)]

@@ -20,6 +20,7 @@ from experiments.config.compose import compose_config
 from experiments.findings import FINDINGS
 from experiments.findings import kaplan_aspect_ratio_mup as kmup
 from experiments.findings.arms import arm_models
+from experiments.rundir.tracking import flatten_config
 
 from .test_findings_v2 import _kaplan_ev
 
@@ -30,16 +31,7 @@ WIDE = {2: [3.00, 3.10, 3.05], 4: [3.10, 3.21, 3.16], 8: [3.30, 3.40, 3.36]}
 
 
 def _flat(cfg) -> dict:
-    out = {}
-
-    def walk(node, prefix):
-        for k, v in node.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}.")
-            else:
-                out[f"{prefix}{k}"] = v
-    walk(OmegaConf.to_container(cfg, resolve=False), "")
-    return out
+    return flatten_config(OmegaConf.to_container(cfg, resolve=False))
 
 
 def test_the_sweep_is_v2s_plus_mup_and_the_proxy_only():
