@@ -25,7 +25,7 @@ Ctrl-C / SIGTERM (to this command, or to the whole terminal group): passed on to
 request (experiments.run.interrupt), so the runs in progress save a checkpoint and record `interrupted`, the others
 record that they never started; no doc is written, and one line gives the command that continues the sweep,
 `--resume --out-dir <dir>` (train.resume=true on the same sweep; its finding.json, written before the sweep starts,
-holds the arguments). A second signal is passed on as it is (the sweep then stops at once).
+holds the arguments, and every minute the attempt's seconds so far: attempts.py). A second signal is passed on as it is (the sweep then stops at once).
 A tuned finding (its YAML selects `hydra/sweeper=tuned`: every arm tuned over an lr grid, then at its best lr on
 fresh seeds; experiments/sweep/tune.py) runs the same way: --smoke gives its sweeper the 2 smoke seeds and one
 tuning seed (hydra.sweeper.seeds / tune_seeds, SMOKE_TUNED_SEEDS) and keeps its grid, a `seed` override is refused
@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings import registration
+from experiments.findings.attempts import Attempt, settled
 from experiments.findings.data import DataError, run_data
 from experiments.findings.judge import judge
 from experiments.findings.registration import RegistrationError, SetupCheck
@@ -285,12 +286,9 @@ def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path:
     was stopped by a signal."""
     from experiments.run.interrupt import EXIT_CODE
 
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")
-    rc, wall = run_sweep(argv)
-    meta.update({"train_rc": rc, "wall_s": float(meta.get("wall_s") or 0.0) + wall,
-                 "attempts": int(meta.get("attempts") or 0) + 1})
-    (sweep_dir / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")
+    with Attempt(sweep_dir, meta) as attempt:  # finding.json holds this attempt's seconds even if it is killed
+        rc, wall = run_sweep(argv)
+        meta = attempt.close(rc, wall)
     if rc == EXIT_CODE:  # stopped: its runs are recorded; judging a part of the sweep would write a wrong doc
         print(f"findings: {f.name}: stopped; no doc written; resume with: python -m experiments.findings {f.name} "
               f"--resume --out-dir {shlex.quote(str(sweep_dir))}", file=sys.stderr, flush=True)
@@ -333,7 +331,7 @@ def rebuild(f: Finding, args: argparse.Namespace) -> int:
         raise UsageError("--from-sweep takes no overrides, --smoke, --data-file or --out-dir (they are those of the "
                          "earlier run)")
     doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
-    return judge(f, sweep_dir, meta, doc_path, point_overrides(meta.get("overrides", [])))
+    return judge(f, sweep_dir, settled(meta), doc_path, point_overrides(meta.get("overrides", [])))
 
 
 def _doc_path(f: Finding, args: argparse.Namespace, sweep_dir: Path, smoke: bool) -> Path:

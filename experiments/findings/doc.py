@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
+from experiments.findings.attempts import killed_text
 from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_FILES, DATA_HUB, HUB_OPTION, WHAT, used_text
 from experiments.findings.doc_budget import cost_lines, seen_lines, tuning_lines
 from experiments.findings.doc_meta import meta_line
@@ -221,8 +222,8 @@ def as_run(meta: dict[str, Any], records: list[RunRecord]) -> list[str]:
         f"- Wall time of the whole sweep on this machine: {_duration(meta.get('wall_s'))} "
         f"({meta.get('cpus', '?')} CPUs{', ' + meta['device'] if meta.get('device') else ''}; measured by the findings "
         "command around the training command"
-        + (f"; the sum of {meta['attempts']} attempts: stopped, then resumed with `--resume`"
-           if int(meta.get("attempts") or 1) > 1 else "") + ").",
+        + (f"; the sum of {meta['attempts']} attempts: stopped, then resumed with `--resume`{killed_text(meta)}"
+           if int(meta.get("attempts") or 1) > 1 else killed_text(meta)) + ").",
     ]
     return lines
 
