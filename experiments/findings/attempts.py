@@ -59,18 +59,20 @@ class Attempt:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._stop_beating()
 
     def close(self, rc: int, wall: float) -> dict[str, Any]:
         """The attempt ended with exit status rc after wall seconds: its seconds join wall_s; the meta written."""
-        self._stop.set()
-        self._thread.join()
+        self._stop_beating()
         with self._lock:
             self.meta.pop("running", None)
             self.meta.update({"train_rc": rc, "wall_s": float(self.meta.get("wall_s") or 0.0) + wall})
             self._write()
         return self.meta
+
+    def _stop_beating(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every):

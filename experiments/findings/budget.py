@@ -6,9 +6,10 @@
 
 CPU-hours = the sum over every run of the sweep (tuning runs included) of its summary's wall_time_s × num_threads
 / 3600: the core time the runs held. Machine-hours = the wall time of the whole sweep as the findings command
-measured it (all attempts added, a killed one up to its last heartbeat: attempts.py), / 3600. Devices: the `device` of every run's summary. Epochs: each run's
-summary `epochs` (tokens trained / tokens in one pass over the train split), max over the runs. A run without
-wall_time_s or num_threads (no summary yet, an older summary) is counted apart and left out of the sum.
+measured it (all attempts added, a killed one up to its last heartbeat: attempts.py), / 3600. Devices: the
+`device` of every run's summary. Epochs: each run's summary `epochs` (tokens trained / tokens in one pass over the
+train split), max over the runs. A run without wall_time_s or num_threads (no summary yet, an older summary) is
+counted apart and left out of the sum.
 A run killed and resumed counts its time up to its last checkpoint (a run's elapsed time is restored from it), so
 the steps lost with a kill and done again are counted once.
 Not handled: time outside the runs (the report, a finding's measurement, tokenizer training happens inside the

@@ -25,7 +25,8 @@ Ctrl-C / SIGTERM (to this command, or to the whole terminal group): passed on to
 request (experiments.run.interrupt), so the runs in progress save a checkpoint and record `interrupted`, the others
 record that they never started; no doc is written, and one line gives the command that continues the sweep,
 `--resume --out-dir <dir>` (train.resume=true on the same sweep; its finding.json, written before the sweep starts,
-holds the arguments, and every minute the attempt's seconds so far: attempts.py). A second signal is passed on as it is (the sweep then stops at once).
+holds the arguments, and every minute the attempt's seconds so far: attempts.py). A second signal is passed on as
+it is (the sweep then stops at once).
 A tuned finding (its YAML selects `hydra/sweeper=tuned`: every arm tuned over an lr grid, then at its best lr on
 fresh seeds; experiments/sweep/tune.py) runs the same way: --smoke gives its sweeper the 2 smoke seeds and one
 tuning seed (hydra.sweeper.seeds / tune_seeds, SMOKE_TUNED_SEEDS) and keeps its grid, a `seed` override is refused
