@@ -22,6 +22,7 @@ Which commands run (`classify`), by rule:
     finding's full run (`experiments.findings NAME` without `--smoke`): minutes to hours;
   - training budgets beyond the tiny model's default 200 steps: `model=small` or a GPT preset, `train.tokens` above
     300,000;
+  - a command that names a dir a skipped command of its block makes (`hydra.sweep.dir=` / `hydra.run.dir=`);
 * cheap (this file's default test, `test_cheap_doc_commands`): `bpe ...` pipelines and training runs of at most 20
   steps (`train.steps=N`, N <= 20): the tokenizer flow (train / encode / decode / info / convert) and a tiny run;
 * the rest (`slow`, `test_doc_commands`): default 200-step training runs, sample / evaluate / export / compare on
@@ -178,13 +179,27 @@ def resolve(cmd: str, root: Path) -> str:
     return PLACEHOLDER.sub(sub, cmd)
 
 
+_WRITES = re.compile(r"\bhydra\.(?:sweep|run)\.dir=([^\s'\"]+)")
+
+
+def _reads_unmade(cmd: str, unmade: set[str]) -> str | None:
+    """The first dir in `unmade` (written by a skipped command of the block) that cmd names, else None."""
+    return next((d for d in sorted(unmade) if re.search(rf"(?<![\w/.-]){re.escape(d)}(?![\w.-])", cmd)), None)
+
+
 def run_block(block: list[Command], root: Path, env: dict[str, str], tiers: set[str]) -> list[str]:
-    """Run the block's commands of the given tiers in order; returns what was skipped and why."""
-    skipped = []
+    """Run the block's commands of the given tiers in order; returns what was skipped and why.
+
+    A command that names a run or sweep dir which a skipped command of the block would have made (its
+    `hydra.sweep.dir=` / `hydra.run.dir=`) is skipped too: it has nothing to read."""
+    skipped, unmade = [], set()
     for c in block:
         tier, why = classify(c.text)
+        if tier in tiers and (d := _reads_unmade(c.text, unmade)):
+            tier, why = "skip", f"reads {d}, which a skipped command above makes"
         if tier not in tiers:
             skipped.append(f"{c}  [{why or tier}]")
+            unmade.update(_WRITES.findall(c.text))
             continue
         cmd = resolve(c.text, root)
         p = subprocess.run(["bash", "-c", cmd], cwd=root, env=env, capture_output=True, text=True, timeout=TIMEOUT)
@@ -260,6 +275,17 @@ def test_placeholders_resolve_to_the_newest_dir(tmp_path):
     assert resolve("x data.paths=[RUNS/a.txt] experiments.train", tmp_path) == "x data.paths=[RUNS/a.txt] experiments.train"
     with pytest.raises(AssertionError, match="STAND_INS"):
         resolve("x multirun/norm_placement/<time>", tmp_path)
+
+
+def test_a_command_reading_what_a_skipped_command_makes_is_skipped(tmp_path):
+    sweep = "python -m experiments.train -m model.d_model=64,128 hydra.sweep.dir=multirun/coord_sp"
+    block = [Command("x.md", 1, sweep), Command("x.md", 2, "false multirun/coord_sp --out multirun/r"),
+             Command("x.md", 3, "test ! -e multirun/coord_spx")]
+    skipped = run_block(block, tmp_path, _env(tmp_path), {"cheap", "slow"})  # `false` would fail the block
+    assert [s.split("  [")[1] for s in skipped] == ["a sweep: many training runs]",
+                                                   "reads multirun/coord_sp, which a skipped command above makes]"]
+    assert _reads_unmade("x multirun/coord_sp/0", {"multirun/coord_sp"}) == "multirun/coord_sp"
+    assert _reads_unmade("x multirun/coord_sp2 a/multirun/coord_sp", {"multirun/coord_sp"}) is None
 
 
 # -- running them ------------------------------------------------------------------------------------------------
