@@ -26,7 +26,8 @@ def is_tuned(experiment: str) -> bool:
 
     from experiments.config.compose import compose_config
 
-    cfg = compose_config([f"experiment={experiment}"], return_hydra_config=True)
+    # the sweeper is all this reads: the basic launcher, so a finding whose YAML names joblib_2 needs no plugin here
+    cfg = compose_config([f"experiment={experiment}", "hydra/launcher=basic"], return_hydra_config=True)
     return str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith(TUNED_TARGET)
 
 

@@ -266,14 +266,17 @@ def test_a_finding_composes_its_sweep_without_joblib(no_joblib, tmp_path):
         from pathlib import Path
         from experiments.findings.cli import check_config, train_argv
         from experiments.findings.registry import get_finding
+        from experiments.findings.tuned import is_tuned
         f = get_finding("rope_vs_learned")
         argv = train_argv(f, Path({str(tmp_path / "sweep")!r}), 1, ["seed=0"])
         check_config(f, argv, ["seed=0"])
         print(" ".join(argv))
+        print("tuned:", is_tuned(f.experiment), is_tuned(get_finding("rope_vs_learned_v2").experiment))
     ''')
     proc = subprocess.run([PYTHON, "-c", code], cwd=REPO, env=no_joblib, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "hydra/launcher=basic" in proc.stdout
+    assert "tuned: False True" in proc.stdout  # both YAMLs name joblib_2; which sweeper is read without it
 
 
 @pytest.mark.slow
