@@ -148,7 +148,7 @@ class TrainingRun:
         torch.manual_seed(self.seed)  # same init on every rank (DDP also broadcasts rank 0's weights)
         self.model = arch.build_model(self.mcfg).to(self.device)
         torch.manual_seed(rank_seed(self.seed, self.info.rank))  # dropout masks differ per rank
-        self.optimizer = build_optimizer(self.model, self.rc.optim, self.device)
+        self.optimizer = build_optimizer(self.model, self.rc.optim, self.device, say=self.is_main)
         self.budget = Budget.plan(self.tc, flops_per_token=self.task.flops_per_token(self.mcfg),
                                   tokens_per_sequence=self.task.tokens_per_sequence(), world_size=self.info.world_size)
         self.epoch_tokens = self.task.epoch_tokens()

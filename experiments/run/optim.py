@@ -84,12 +84,14 @@ OPTIMIZERS: dict[str, Callable[[nn.Module, OptimConfig, torch.device], torch.opt
 }
 
 
-def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.Optimizer:
-    """OPTIMIZERS[cfg.name](model, cfg, device); the lr in each group is later set by the schedule."""
+def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device, *,
+                    say: bool = True) -> torch.optim.Optimizer:
+    """OPTIMIZERS[cfg.name](model, cfg, device); the lr in each group is later set by the schedule. With `say`
+    (the loop passes it on rank 0 only) μP's groups are logged: what each trains at."""
     if cfg.name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {cfg.name!r}; choose from {sorted(OPTIMIZERS)}")
     optimizer = OPTIMIZERS[cfg.name](model, cfg, device)
-    if any("lr_mult" in g for g in optimizer.param_groups):  # μP: say once what each group trains at
+    if say and any("lr_mult" in g for g in optimizer.param_groups):
         log.info("μP parameter groups: %s", "; ".join(
             f"{len(g['params'])} tensors ({sum(p.numel() for p in g['params']):,} params) at lr x {g['lr_mult']:.4g}, "
             f"weight decay {g['weight_decay']:.4g}" for g in optimizer.param_groups))

@@ -1,5 +1,7 @@
 """DDP on the CPU: `torchrun --nproc_per_node 2 -m experiments.train` (gloo) trains, only rank 0 writes one
-metrics.jsonl, tokens count both ranks, and the logged loss is the mean over ranks that drew different windows."""
+metrics.jsonl, tokens count both ranks, and the logged loss is the mean over ranks that drew different windows.
+μP (issue 19) under DDP: the optimizer keeps its per-group lr multipliers (it is built on the unwrapped model), and
+a 2-rank μP run resumes onto its uninterrupted curve (slow)."""
 
 from __future__ import annotations
 
@@ -10,26 +12,39 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from experiments.run.train import train
 
 from .conftest import PYTHON, REPO, TINY
 
 RUN = [*TINY, "train.steps=4", "train.eval_interval=4", "train.ckpt_interval=4"]
+# d_model 64 against a proxy of 32: the hidden matrices train at lr x 1/2 (arch/mup.py), everything else at lr
+MUP = ["model/param=mup", "model.base_width=32", "model.d_model=64", "schedule=constant", "optim.lr=3e-3"]
 
 
-def test_two_cpu_ranks_with_torchrun(make_cfg, cli_env, cache_dir, tmp_path):
+def torchrun_train(cli_env, cache_dir, run_dir, *overrides):
+    """`torchrun --standalone --nproc_per_node 2 -m experiments.train *overrides` into run_dir; asserts exit 0."""
     torchrun = Path(PYTHON).with_name("torchrun")
     if not torchrun.exists():
         torchrun = shutil.which("torchrun")
     if torchrun is None:
         pytest.skip("torchrun not found next to the interpreter")
-    run_dir = tmp_path / "ddp"
     proc = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "experiments.train", *RUN,
+        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "experiments.train", *overrides,
          f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"],
         cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+
+
+def train_losses(run_dir):
+    rows = (json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines())
+    return [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
+
+
+def test_two_cpu_ranks_with_torchrun(make_cfg, cli_env, cache_dir, tmp_path):
+    run_dir = tmp_path / "ddp"
+    torchrun_train(cli_env, cache_dir, run_dir, *RUN)
 
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train_rows = [r for r in rows if "train/loss" in r]
@@ -45,3 +60,24 @@ def test_two_cpu_ranks_with_torchrun(make_cfg, cli_env, cache_dir, tmp_path):
     train(make_cfg(*RUN[len(TINY):], run_dir=single))
     first = json.loads((single / "metrics.jsonl").read_text().splitlines()[0])
     assert first["step"] == 1 and first["train/loss"] != train_rows[0]["train/loss"]
+
+
+def test_mup_groups_survive_ddp(cli_env, cache_dir, tmp_path):
+    run_dir = tmp_path / "ddp_mup"
+    torchrun_train(cli_env, cache_dir, run_dir, *RUN, *MUP)
+    state = torch.load(next((run_dir / "checkpoints").glob("step_*/state.pt")), weights_only=False)
+    groups = state["optimizer"]["param_groups"]
+    # constant schedule: each group's lr is optim.lr x its multiplier, hidden matrices at 32/64
+    assert sorted({(g["lr_mult"], round(g["lr"], 12)) for g in groups}) == [(0.5, 1.5e-3), (1.0, 3e-3)]
+    assert (run_dir / "train.log").read_text().count("μP parameter groups") == 1  # rank 0 says it once
+
+
+@pytest.mark.slow
+def test_a_two_rank_mup_run_resumes_onto_its_curve(cli_env, cache_dir, tmp_path):
+    steps = [*TINY, *MUP, "train.eval_interval=100", "train.ckpt_interval=4"]
+    torchrun_train(cli_env, cache_dir, tmp_path / "straight", *steps, "train.steps=8")
+    torchrun_train(cli_env, cache_dir, tmp_path / "split", *steps, "train.steps=4")
+    torchrun_train(cli_env, cache_dir, tmp_path / "split", *steps, "train.steps=8", "train.resume=true")
+    straight = train_losses(tmp_path / "straight")
+    assert [s for s, _ in straight] == list(range(1, 9))
+    assert train_losses(tmp_path / "split") == straight
