@@ -10,6 +10,7 @@ what a subprocess would: the exit status and what it printed.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -71,6 +72,12 @@ def cli_env(cache_dir):
 
 
 PYTHON = sys.executable
+
+
+def train_losses(run_dir: Path) -> list[tuple[int, float]]:
+    """[(step, train/loss)] of run_dir/metrics.jsonl, every line parsed (a damaged line fails the test)."""
+    rows = (json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines())
+    return [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
 
 
 def exit_status(entry, monkeypatch, argv: list[str]) -> int:

@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 from experiments.run.train import train
+from experiments.rundir.checkpoint import Checkpoints
 
-from .conftest import PYTHON, REPO, TINY
+from .conftest import PYTHON, REPO, TINY, train_losses
 
 RUN = [*TINY, "train.steps=4", "train.eval_interval=4", "train.ckpt_interval=4"]
 # d_model 64 against a proxy of 32: the hidden matrices train at lr x 1/2 (arch/mup.py), everything else at lr
@@ -35,11 +35,6 @@ def torchrun_train(cli_env, cache_dir, run_dir, *overrides):
          f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"],
         cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-
-
-def train_losses(run_dir):
-    rows = (json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines())
-    return [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
 
 
 def test_two_cpu_ranks_with_torchrun(make_cfg, cli_env, cache_dir, tmp_path):
@@ -65,8 +60,8 @@ def test_two_cpu_ranks_with_torchrun(make_cfg, cli_env, cache_dir, tmp_path):
 def test_mup_groups_survive_ddp(cli_env, cache_dir, tmp_path):
     run_dir = tmp_path / "ddp_mup"
     torchrun_train(cli_env, cache_dir, run_dir, *RUN, *MUP)
-    state = torch.load(next((run_dir / "checkpoints").glob("step_*/state.pt")), weights_only=False)
-    groups = state["optimizer"]["param_groups"]
+    ckpts = Checkpoints(run_dir / "checkpoints")
+    groups = ckpts.load_state(ckpts.latest())["optimizer"]["param_groups"]
     # constant schedule: each group's lr is optim.lr x its multiplier, hidden matrices at 32/64
     assert sorted({(g["lr_mult"], round(g["lr"], 12)) for g in groups}) == [(0.5, 1.5e-3), (1.0, 3e-3)]
     assert (run_dir / "train.log").read_text().count("μP parameter groups") == 1  # rank 0 says it once

@@ -4,29 +4,22 @@ its proxy width is one line."""
 
 from __future__ import annotations
 
-import json
-
 from experiments.run.train import train
 
-from .conftest import TINY
+from .conftest import TINY, train_losses
 
 MUP = ["model/param=mup", "model.base_width=32", "model.d_model=64", "schedule=constant", "optim.lr=3e-3",
        "train.ckpt_interval=4", "train.eval_interval=100"]
-
-
-def rows(run_dir):
-    return [(r["step"], r["train/loss"]) for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-            if "train/loss" in r]
 
 
 def test_a_mup_run_resumes_onto_the_same_curve_and_differs_from_sp(make_cfg, tmp_path):
     train(make_cfg(*MUP, "train.steps=8", run_dir=tmp_path / "straight"))
     train(make_cfg(*MUP, "train.steps=4", run_dir=tmp_path / "split"))
     train(make_cfg(*MUP, "train.steps=8", "train.resume=true", run_dir=tmp_path / "split"))
-    assert rows(tmp_path / "split") == rows(tmp_path / "straight")
+    assert train_losses(tmp_path / "split") == train_losses(tmp_path / "straight")
     sp = [o for o in MUP if not o.startswith(("model/param", "model.base_width"))]
     train(make_cfg(*sp, "train.steps=8", run_dir=tmp_path / "sp"))
-    assert rows(tmp_path / "sp")[0] != rows(tmp_path / "straight")[0]  # d_model 64 = 2 x base: μP is not SP here
+    assert train_losses(tmp_path / "sp")[0] != train_losses(tmp_path / "straight")[0]  # d_model 64 = 2 x base: μP is not SP here
     config = (tmp_path / "straight" / "config.yaml").read_text()
     assert "param: mup" in config and "base_width: 32" in config
 

@@ -18,7 +18,7 @@ import pytest
 
 from experiments.run.train import train
 
-from .conftest import PYTHON, REPO, TINY
+from .conftest import PYTHON, REPO, TINY, train_losses
 
 pytestmark = pytest.mark.slurm
 
@@ -107,11 +107,6 @@ def started_training(sweep: Path) -> bool:
     return bool(dirs) and dirs[0].stat().st_size > 0
 
 
-def losses(run_dir: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
-
-
 def training_pid(job: str) -> int:
     """The pid of array job `job`'s training process (the python of its srun step), found by its SLURM_* environment
     (proctrack/linuxproc has no `scontrol listpids`)."""
@@ -159,7 +154,7 @@ def test_sweep_with_a_config_error_and_a_requeue(slurm_env, cache_dir, tmp_path,
     assert done["status"] == "completed" and done["steps"] == 600 and 0 < stopped_at < 600
     log = "".join(p.read_text() for p in (sweep / ".submitit").rglob(f"{job0}/*_log.*"))
     assert f"requeued at step {stopped_at}" in log and f"at step {stopped_at} (" in log  # restored, then went on
-    assert losses(run_dir) == losses(reference) and len(losses(reference)) == 600
+    assert train_losses(run_dir) == train_losses(reference) and len(train_losses(reference)) == 600
     assert done["final_val_loss"] == summary(reference)["final_val_loss"]
 
 
