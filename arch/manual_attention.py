@@ -11,12 +11,16 @@ Backward, given dZ:
     dBias = dS summed over the dims the bias was broadcast along (e.g. over the batch for (H, T, T))
 Grouped-query attention (K, V with Hkv = H / G heads): query head h reads key/value head h // G, computed on a
 (B, Hkv, G, T, .) view of Q, A and dZ, so no head is copied; dK and dV are then summed over the G query heads
-that share them. It keeps A (B, H, T, T) for backward, i.e. O(T^2) memory, like the explicit path. Not handled:
+that share them. It keeps A (B, H, T, T) for backward, i.e. O(T^2) memory, like the explicit path. Under autocast
+q, k, v are cast to the autocast dtype and both passes run in it (the softmax's exponentials in fp32): the backward,
+written by hand, runs outside autocast and would otherwise meet fp32 and bf16/fp16 operands. Not handled:
 fused kernels, numerically-stable online softmax; this exists to be read and to be checked against autograd
 (gradcheck).
 """
 
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 import torch
 from torch import Tensor
@@ -60,7 +64,8 @@ class ManualAttentionFunction(torch.autograd.Function):
         if causal:
             tq, tk = s.shape[-2:]
             s = s.masked_fill(torch.ones(tq, tk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-        a = torch.softmax(s, dim=-1)  # (B, H, Tq, Tk)
+        # (B, H, Tq, Tk); exponentials in fp32 at least (bf16 / fp16 under autocast), fp64 stays fp64
+        a = torch.softmax(s, dim=-1, dtype=torch.promote_types(s.dtype, torch.float32)).to(s.dtype)
         a_drop = a if dropout_mask is None else a * dropout_mask
         z = mix_values(a_drop, v, G)  # (B, H, Tq, D)
         ctx.save_for_backward(q, k, v, a, dropout_mask)
@@ -91,10 +96,16 @@ def manual_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, dropo
     """Attention through ManualAttentionFunction; same contract as the other ATTENTION kernels (causal=False: an
     encoder or cross-attention, where bias None means no mask)."""
     causal = causal and bias is None and q.shape[-2] > 1
+    device = q.device.type
+    autocast = torch.is_autocast_enabled(device)
+    if autocast:  # one dtype throughout: autocast would leave q, k (rope) or the softmax in fp32 and v in bf16/fp16,
+        dtype = torch.get_autocast_dtype(device)  # and the hand-written backward runs outside autocast
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     mask = None
     if dropout_p > 0.0:
         shape = (*q.shape[:-1], k.shape[-2])  # (B, H, Tq, Tk)
         mask = torch.empty(shape, dtype=q.dtype, device=q.device).bernoulli_(1.0 - dropout_p) / (1.0 - dropout_p)
     if bias is not None:
         bias = bias.to(q.dtype)
-    return ManualAttentionFunction.apply(q, k, v, bias, causal, scale, mask)
+    with torch.autocast(device, enabled=False) if autocast else nullcontext():
+        return ManualAttentionFunction.apply(q, k, v, bias, causal, scale, mask)

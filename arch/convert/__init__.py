@@ -43,7 +43,7 @@ def hf_problem(model: Any) -> ValueError | None:
 
 
 def to_hf(model: Any, **hf_config_overrides: Any):
-    """Our model -> the matching transformers model (eval mode, same dtype, equal logits).
+    """Our model -> the matching transformers model (eval mode, same dtype and device, equal logits).
 
     hf_config_overrides go into the HF config (e.g. bos_token_id=, eos_token_id=; both default to None, since
     HF's defaults name ids of other vocabularies). Raises a one-line ValueError naming the knob with no HF

@@ -63,6 +63,11 @@ def param_dtype(model: nn.Module) -> torch.dtype:
     return next(model.parameters()).dtype
 
 
+def param_device(model: nn.Module) -> torch.device:
+    """Where the model's parameters are: to_hf builds the HF model there (a CUDA model exports to a CUDA model)."""
+    return next(model.parameters()).device
+
+
 def same_tensor(a: Tensor, b: Tensor) -> bool:
     """True when a and b are one tied matrix (state_dict lists a tied Parameter under every alias, one storage)."""
     return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()

@@ -19,7 +19,7 @@ from torch import Tensor
 from arch.build import build_model
 from arch.config import ModelConfig, PosConfig
 from arch.convert.common import (check_all_used, load_exact, no_archlab_equivalent, no_hf_equivalent,
-                                 param_dtype)
+                                 param_device, param_dtype)
 from arch.model import Transformer
 
 POS_KIND = "learned"  # the pos.kind that selects this family in arch.convert.to_hf
@@ -170,7 +170,7 @@ def hf_config(cfg: ModelConfig, **overrides: Any):
 
 
 def to_hf(model: Transformer, **config_overrides: Any):
-    """Our GPT-2-family Transformer -> transformers.GPT2LMHeadModel with equal logits (eval mode, our dtype)."""
+    """Our GPT-2-family Transformer -> transformers.GPT2LMHeadModel with equal logits (eval mode, our dtype, device)."""
     from transformers import GPT2LMHeadModel
 
     cfg = model.cfg
@@ -185,7 +185,7 @@ def to_hf(model: Transformer, **config_overrides: Any):
             used.add(name := f"blocks.{i}.{o}")
             state[f"transformer.h.{i}.{hf}"] = ours[name].t() if transpose else ours[name]
     check_all_used(ours, used, "GPT-2")
-    hf = GPT2LMHeadModel(hf_config(cfg, **config_overrides)).to(param_dtype(model))
+    hf = GPT2LMHeadModel(hf_config(cfg, **config_overrides)).to(param_device(model), param_dtype(model))
     buffers = tuple(k for k in hf.state_dict() if _IGNORED.match(k.removeprefix("transformer.")))  # older HF
     load_exact(hf, state, "GPT-2", optional=buffers)
     return hf.eval()

@@ -27,7 +27,7 @@ from torch import Tensor
 from arch.build import build_model
 from arch.config import ModelConfig, PosConfig
 from arch.convert.common import (check_all_used, load_exact, no_archlab_equivalent, no_hf_equivalent,
-                                 param_dtype)
+                                 param_device, param_dtype)
 from arch.model import Transformer
 
 POS_KIND = "rope"  # the pos.kind that selects this family in arch.convert.to_hf
@@ -197,7 +197,7 @@ def hf_config(cfg: ModelConfig, **overrides: Any):
 
 
 def to_hf(model: Transformer, **config_overrides: Any):
-    """Our Llama-family Transformer -> transformers.LlamaForCausalLM with equal logits (eval mode, our dtype)."""
+    """Our Llama-family Transformer -> transformers.LlamaForCausalLM with equal logits (eval mode, our dtype, device)."""
     from transformers import LlamaForCausalLM
 
     cfg = model.cfg
@@ -226,6 +226,6 @@ def to_hf(model: Transformer, **config_overrides: Any):
                           f"{hf}.mlp.gate_proj.{kind}": gate, f"{hf}.mlp.up_proj.{kind}": up,
                           f"{hf}.mlp.down_proj.{kind}": take(f"{me}.mlp.c_proj.{kind}")})
     check_all_used(ours, used, "Llama")
-    hf_model = LlamaForCausalLM(hf_config(cfg, **config_overrides)).to(param_dtype(model))
+    hf_model = LlamaForCausalLM(hf_config(cfg, **config_overrides)).to(param_device(model), param_dtype(model))
     load_exact(hf_model, state, "Llama")
     return hf_model.eval()

@@ -8,6 +8,8 @@ Two launchers switch DDP on (backend: nccl on CUDA, gloo otherwise); without the
 single process:
 * torchrun, one node (`--standalone --nproc_per_node N`) or several (`--nnodes N --rdzv_backend c10d
   --rdzv_endpoint host:port`): its RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_ADDR are used as given;
+  one torchrun rank (`--nproc_per_node 1`, a 1-GPU box) also runs the DDP path (a process group of one, the model
+  wrapped in DistributedDataParallel), so NCCL is exercised where there is one GPU;
 * an srun step with several tasks (`srun python -m experiments.train ...`, or submitit's): SLURM_PROCID /
   SLURM_NTASKS / SLURM_LOCALID, the tasks on this node from SLURM_STEP_TASKS_PER_NODE ("2(x3),1"), MASTER_PORT =
   20000 + SLURM_JOB_ID mod 20000. On one node the group meets on 127.0.0.1; on several, MASTER_ADDR is the first
@@ -50,10 +52,11 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     local_world_size: int = 1
+    launched: bool = False  # started by torchrun: the DDP path even for one rank
 
     @property
     def enabled(self) -> bool:
-        return self.world_size > 1
+        return self.world_size > 1 or self.launched
 
     @property
     def is_main(self) -> bool:
@@ -70,6 +73,7 @@ def env_info() -> DistInfo:
             world_size=int(env["WORLD_SIZE"]),
             local_rank=int(env.get("LOCAL_RANK", 0)),
             local_world_size=int(env.get("LOCAL_WORLD_SIZE", 1)),
+            launched=True,
         )
     in_step = "SLURM_STEP_ID" in env or "SLURM_STEPID" in env  # an srun step (submitit runs one)
     if not in_step or int(env.get("SLURM_NTASKS", "1")) <= 1:
@@ -246,6 +250,8 @@ def setup(info: DistInfo, device: torch.device) -> None:
     os.environ.setdefault("WORLD_SIZE", str(info.world_size))
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=30))
+    if info.is_main:
+        log.info("DDP: %d rank(s), backend %s", info.world_size, backend)
 
 
 def teardown() -> None:

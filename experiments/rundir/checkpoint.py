@@ -79,6 +79,17 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
+def _on_cpu(states: Any) -> Any:
+    """A rank's random states (rng_state() + the data generator's) with every tensor on the CPU."""
+    if isinstance(states, torch.Tensor):
+        return states.cpu()
+    if isinstance(states, dict):
+        return {k: _on_cpu(v) for k, v in states.items()}
+    if isinstance(states, list):
+        return [_on_cpu(v) for v in states]
+    return states
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
@@ -233,6 +244,9 @@ class Checkpoints:
         missing = [k for k in REQUIRED_KEYS if not isinstance(state, dict) or k not in state]
         if missing:
             raise CheckpointError(f"{path} is not an archlab checkpoint (missing {', '.join(missing)})")
+        # random states stay CPU byte tensors whatever map_location says: torch.set_rng_state and a CPU
+        # Generator's set_state refuse a CUDA tensor (a resume on CUDA loads with map_location=cuda)
+        state["rng"] = _on_cpu(state["rng"])
         return state
 
     def load_model_weights(self, model: torch.nn.Module, where: Path, state: dict[str, Any],
