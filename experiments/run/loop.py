@@ -219,18 +219,10 @@ class TrainingRun:
     def loop(self) -> dict[str, Any]:
         """Train until the budget is spent, the loss diverges, or a signal asks to stop."""
         tc, total = self.tc, self.budget.total_steps
-        self.t_start = time.perf_counter() - self.elapsed
         status, extra = RunStatus.COMPLETED, {}
-        if self.tracker is not None:
-            self.tracker.write_summary(self.summary(RunStatus.RUNNING))
-        if self.is_main:
-            log.info("training %s: %d steps of %d tokens (%s budget), %s params (%s non-embedding)%s", self.run_name,
-                     total, self.budget.tokens_per_step, self.budget.held, f"{self.params:,}",
-                     f"{self.non_emb:,}", f", resuming at step {self.step}" if self.resumed else "")
+        self.begin_loop()
         bar = progress_bar(self.progress, total=total, initial=self.step, desc=progress_label(self.run_dir),
                            unit="step", leave=False)
-        self.window_tokens, self.window_time = 0, 0.0
-        self.model.train()
         try:
             while self.step < total:
                 if self._stop_requested():
@@ -243,12 +235,7 @@ class TrainingRun:
                 bar.update(1)
                 if self.step % tc.log_interval == 0:
                     bar.set_postfix(loss=f"{self.hist.final_train_loss:.3f}")
-                if self.step % tc.eval_interval == 0 or self.step == total:
-                    if self.is_main:
-                        self.evaluate(final=self.step == total)
-                    distributed.barrier()
-                if self.step % tc.ckpt_interval == 0 or self.step == total:
-                    self.checkpoint()
+                self.after_step()
         except RunInterrupted:
             raise
         except KeyboardInterrupt as e:  # a second Ctrl-C: stop now, without a new checkpoint
@@ -265,6 +252,29 @@ class TrainingRun:
         if self.is_main:
             log.info("%s after %d steps (%d tokens): %s", status, self.step, self.tokens, self.run_dir)
         return self.result.to_dict()
+
+    def begin_loop(self) -> None:
+        """Before the first step of this process: the clock, a `running` summary, the run's one-line plan."""
+        self.t_start = time.perf_counter() - self.elapsed
+        if self.tracker is not None:
+            self.tracker.write_summary(self.summary(RunStatus.RUNNING))
+        if self.is_main:
+            log.info("training %s: %d steps of %d tokens (%s budget), %s params (%s non-embedding)%s", self.run_name,
+                     self.budget.total_steps, self.budget.tokens_per_step, self.budget.held, f"{self.params:,}",
+                     f"{self.non_emb:,}", f", resuming at step {self.step}" if self.resumed else "")
+        self.window_tokens, self.window_time = 0, 0.0
+        self.model.train()
+
+    def after_step(self) -> None:
+        """The cadence after a completed step: evaluate every eval_interval, checkpoint every ckpt_interval (and both
+        at the last step)."""
+        tc, total = self.tc, self.budget.total_steps
+        if self.step % tc.eval_interval == 0 or self.step == total:
+            if self.is_main:
+                self.evaluate(final=self.step == total)
+            distributed.barrier()
+        if self.step % tc.ckpt_interval == 0 or self.step == total:
+            self.checkpoint()
 
     def forward_backward(self) -> float:
         """grad_accum micro-batches forward and backward (gradients summed); their mean loss over every rank."""
@@ -284,14 +294,25 @@ class TrainingRun:
     def train_step(self) -> int | None:
         """One optimizer step; logs every log_interval. Returns the step number at which the loss or grad norm
         went non-finite (the update is then skipped), else None."""
-        tc, sched = self.tc, self.rc.schedule
         t0 = time.perf_counter()
+        lr = self.set_lr()
+        return self.apply_step(self.forward_backward(), lr, t0)
+
+    def set_lr(self) -> float:
+        """The schedule's lr for this step, set in every param group; returns it."""
+        sched = self.rc.schedule
         lr = schedule.lr_at(self.step, name=sched.name, base_lr=self.rc.optim.lr, total_steps=self.budget.total_steps,
                             warmup_steps=sched.warmup_steps, warmup_ratio=sched.warmup_ratio,
                             min_lr_ratio=sched.min_lr_ratio)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_mult", 1.0)  # μP's per-group multiplier (experiments/run/optim.py)
-        train_loss = self.forward_backward()
+        return lr
+
+    def apply_step(self, train_loss: float, lr: float, t0: float) -> int | None:
+        """After the backward of this step (gradients in .grad, loss `train_loss`, started at `t0`): unscale, clip,
+        check, optimizer step, counters, the log row. Returns the step at which it diverged (no update), else None.
+        experiments/run/pack.py calls it for each member of a packed group after their shared backward."""
+        tc = self.tc
         self.precision.unscale(self.optimizer)  # fp16: the true gradients, for the norms and clipping
         log_now = self.is_main and ((self.step + 1) % tc.log_interval == 0
                                     or self.step + 1 == self.budget.total_steps)

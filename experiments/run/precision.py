@@ -33,8 +33,12 @@ class Precision:
                                                  else torch.autocast(device_type=device.type, dtype=self.dtype))
         self.scaler = torch.amp.GradScaler(device.type) if self.dtype == torch.float16 else None
 
+    def scaled(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss the backward starts from: fp16 multiplies it by the scaler's scale, the rest leave it as is."""
+        return loss if self.scaler is None else self.scaler.scale(loss)
+
     def backward(self, loss: torch.Tensor) -> None:
-        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        self.scaled(loss).backward()
 
     def unscale(self, optimizer: torch.optim.Optimizer) -> None:
         """fp16: divide the gradients by the scale in place; an overflow leaves inf / nan in them."""

@@ -1,0 +1,147 @@
+"""`hydra/launcher=packed`: a batch of sweep jobs, grouped into packs, each pack trained as one stacked model.
+
+    launch_packed(launcher, job_overrides, initial_job_idx) -> [JobReturn per job, in job order]
+
+Every job's config is composed and checked first (as Hydra's basic launcher would compose it). Before any job
+starts, a job whose knobs cannot be packed (experiments.run.pack.unpackable: dropout, attention=manual, compile,
+seq2seq) stops the whole sweep with one `config error:` line and exit 2: a packed sweep never runs silently unpacked.
+The valid jobs are grouped by experiments.run.pack.pack_key (equal but for seed, optim, schedule, model.init, budget
+and cadence), in order of their first job, each group cut into packs of at most `max_members`. A pack of one, and a
+job whose config is refused (it fails alone, recorded as a solo job's would be), run through Hydra's run_job exactly
+as with the basic launcher. A larger pack: each member's job dir and `.hydra/` files are made by Hydra's run_job
+(with a task that only registers the job), then experiments.run.pack.train_packed trains the members together with
+each member's Hydra config current during its setup (run dir, run name). The returns carry each member's final val
+loss, so the tuned sweeper and the report read packed jobs as any others.
+Ctrl-C / SIGTERM: the pack in progress checkpoints every member; the later jobs record `interrupted` without
+starting; the sweep's callback prints how to resume (train.resume=true), as with the other launchers.
+Not handled: packs side by side on several GPUs (packs run one after another), SLURM.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
+from omegaconf import DictConfig, open_dict
+
+from experiments.config.check import validate
+from experiments.config.errors import ConfigError
+from experiments.config.schema import RunConfig
+from experiments.run.interrupt import RunInterrupted
+from experiments.run.pack import pack_key, train_packed, unpackable
+
+log = logging.getLogger(__name__)
+
+
+def _fail(message: str) -> None:
+    print(f"config error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def check_max_members(value: Any) -> int | None:
+    """hydra.launcher.max_members: a positive int or null; anything else is one config-error line (exit 2)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        _fail(f"hydra.launcher.max_members: must be an int >= 1 or null, got {value!r}")
+    return int(value)
+
+
+def plan_packs(keys: Sequence[str | None], max_members: int | None) -> list[list[int]]:
+    """Job indices grouped into packs: equal keys together, in order of first appearance, each group cut into chunks
+    of at most max_members; a None key (a job that will not be packed) is a group of its own, in its place."""
+    groups: dict[Any, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key if key is not None else ("solo", i), []).append(i)
+    size = max_members or max(1, len(keys))
+    return [members[s:s + size] for members in groups.values() for s in range(0, len(members), size)]
+
+
+def _task_config(sweep_config: DictConfig) -> DictConfig:
+    """The job's own config (what the task function receives): the sweep config without its hydra node."""
+    task_cfg = copy.deepcopy(sweep_config)
+    with open_dict(task_cfg):
+        del task_cfg["hydra"]
+    return task_cfg
+
+
+def launch_packed(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
+    """The packed launcher's launch(): see the module docstring."""
+    setup_globals()
+    config, ctx = launcher.config, launcher.hydra_context
+    if launcher.unknown:
+        _fail(f"hydra.launcher.{launcher.unknown[0]}: unknown key; the packed launcher takes max_members")
+    max_members = check_max_members(launcher.max_members)
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    sweep_configs: list[DictConfig] = []
+    rcs: list[RunConfig | None] = []
+    for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+        sweep_config = ctx.config_loader.load_sweep_config(config, list(overrides))
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.id = idx
+            sweep_config.hydra.job.num = idx
+        HydraConfig.instance().set_config(sweep_config)  # the job's own interpolations (${hydra:...}) resolve
+        try:
+            rc = validate(_task_config(sweep_config))
+        except ConfigError:
+            rc = None  # refused: it runs alone, and fails as a solo job would (summary.json `failed`, one line)
+        if rc is not None and (why := unpackable(rc)):
+            _fail(f"{why} (job #{idx})")
+        sweep_configs.append(sweep_config)
+        rcs.append(rc)
+    packs = plan_packs([pack_key(rc) if rc is not None else None for rc in rcs], max_members)
+    log.info("Launching %d jobs as %d pack(s) of sizes %s", len(rcs), len(packs), [len(p) for p in packs])
+    returns: list[JobReturn | None] = [None] * len(rcs)
+    for pack in packs:
+        if len(pack) == 1:
+            i = pack[0]
+            returns[i] = run_job(hydra_context=ctx, task_function=launcher.task_function, config=sweep_configs[i],
+                                 job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        else:
+            for i, ret in zip(pack, _run_pack(launcher, [sweep_configs[i] for i in pack], [rcs[i] for i in pack if rcs[i] is not None])):
+                returns[i] = ret
+        configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    return [r for r in returns if r is not None]
+
+
+def _run_pack(launcher: Any, sweep_configs: list[DictConfig], rcs: list[RunConfig]) -> list[JobReturn]:
+    """One pack: each member's job dir and .hydra files by Hydra's run_job (registering only), then train_packed."""
+    # run_job sets each config's hydra.runtime.output_dir (the job dir) and writes its .hydra/ files
+    rets = [run_job(hydra_context=launcher.hydra_context, task_function=lambda cfg: None, config=sweep_config,
+                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir") for sweep_config in sweep_configs]
+
+    @contextmanager
+    def member(i: int) -> Iterator[None]:
+        HydraConfig.instance().set_config(sweep_configs[i])  # resolve_run_dir, run_identity read the member's job
+        configure_log(sweep_configs[i].hydra.job_logging, sweep_configs[i].hydra.verbose)  # its own log file
+        yield
+
+    names = [str(s.hydra.runtime.output_dir) for s in sweep_configs]
+    try:
+        outcomes: list[Any] = train_packed(rcs, member)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr, flush=True)
+        outcomes = [None] * len(rets)
+    except RunInterrupted as e:  # every member checkpointed; the later jobs record themselves; the callback says how
+        print(f"{e}; {len(rets)} packed runs: summary.json says interrupted", file=sys.stderr, flush=True)
+        outcomes = [None] * len(rets)
+    except Exception as e:  # noqa: BLE001 - each member's summary.json says failed with the reason; the sweep goes on
+        log.exception("packed runs failed; the sweep goes on")
+        outcomes = [e] * len(rets)
+    for ret, outcome, name in zip(rets, outcomes, names):
+        if isinstance(outcome, dict):
+            ret.return_value = outcome.get("final_val_loss")
+        else:
+            if isinstance(outcome, ConfigError):
+                print(f"config error: {name}: {outcome}", file=sys.stderr, flush=True)
+            ret.return_value = None
+        ret.status = JobStatus.COMPLETED
+    return rets
