@@ -3,6 +3,8 @@
 #   make test      the default test suite (not `slow`)
 #   make test-all  everything, `slow` included
 #   make bench     the benchmarks under bench/ (results go in docs/benchmarks.md)
+#   make gpu-check the GPU self-check: gpu tests, GPU benchmarks, a packed tuned sweep, one table (docs/gpu.md)
+#   make wheelhouse the wheels archlab needs beyond an installed torch, for an offline install (docs/gpu.md)
 #
 # torch: `pip install torch==2.13.0` picks a local CPU wheel where one is on pip's find-links (as on the
 # project's machines) and the normal PyPI build elsewhere. With a GPU, install the torch you want into .venv
@@ -17,7 +19,7 @@ STAMP := $(VENV)/.archlab-installed
 PYTEST_ENV := WANDB_MODE=disabled HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 PYTEST := $(PYTEST_ENV) $(PY) -m pytest
 
-.PHONY: venv demo test test-all bench browser slurm clean
+.PHONY: venv demo test test-all bench browser slurm clean gpu-check wheelhouse
 
 venv: $(STAMP)
 
@@ -61,6 +63,27 @@ bench: $(STAMP)
 	$(PY) bench/bench_runner.py
 	$(PY) bench/bench_encdec.py
 	$(PY) bench/bench_norms.py
+
+# The GPU self-check (scripts/gpu_check.py): GPU_CHECK_ARGS=--tests-only stops after the gpu tests. On a box where
+# archlab was installed into another Python (from a wheelhouse, say), GPU_CHECK_PY=python3 uses that one instead of
+# creating .venv.
+GPU_CHECK_ARGS ?=
+GPU_CHECK_PY ?=
+gpu-check: $(if $(GPU_CHECK_PY),,$(STAMP))
+	$(PYTEST_ENV) $(or $(GPU_CHECK_PY),$(PY)) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+
+# Air-gapped install (scripts/wheelhouse.py): WHEELHOUSE_SET=core leaves out wandb and datasets; WHEELHOUSE_PYTHON
+# (e.g. 3.12) and WHEELHOUSE_PLATFORM (pip's tags, space-separated) name another target; WHEELHOUSE_HAVE
+# (comma-separated) leaves out what the target already has. Needs pip and the package index, not .venv.
+WHEELHOUSE ?= wheelhouse
+WHEELHOUSE_SET ?= full
+WHEELHOUSE_PYTHON ?=
+WHEELHOUSE_PLATFORM ?=
+WHEELHOUSE_HAVE ?=
+wheelhouse:
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) scripts/wheelhouse.py --out $(WHEELHOUSE) --set $(WHEELHOUSE_SET) \
+	  $(if $(WHEELHOUSE_PYTHON),--python-version $(WHEELHOUSE_PYTHON)) $(foreach p,$(WHEELHOUSE_PLATFORM),--platform $(p)) \
+	  $(if $(WHEELHOUSE_HAVE),--have $(WHEELHOUSE_HAVE))
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache
