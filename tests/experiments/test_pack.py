@@ -281,3 +281,41 @@ def test_bad_max_members_is_one_line(train_cli, tmp_path, value):
                     f"hydra.sweep.dir={tmp_path / 's'}")
     assert ran.returncode == 2 and "Traceback" not in ran.stderr
     assert ran.stderr.strip().splitlines()[-1].startswith("config error: hydra.launcher.max_members")
+
+
+def _tuned(train_cli, sweep: Path, *extra: str):
+    return train_cli("-m", *SWEEP, "hydra/sweeper=tuned", "hydra.sweeper.tune={optim.lr:[1e-3,3e-3,1e-2,3e-2]}",
+                     "hydra.sweeper.tune_seeds=[1000]", "hydra.sweeper.seeds=[0,1]", "hydra.sweeper.tune_fraction=0.5",
+                     "hydra.sweeper.widen=0", "model/pos=learned,rope", "train.steps=6", f"hydra.sweep.dir={sweep}",
+                     *extra)
+
+
+def test_tuned_sweep_packs_each_arms_tuning_grid_and_final_seeds(train_cli, tmp_path):
+    """hydra/sweeper=tuned with hydra/launcher=packed: the tuning phase is one pack per arm (4 lrs x 1 tuning seed),
+    the final phase one pack per arm (its 2 fresh seeds, each at the arm's best lr)."""
+    ran = _tuned(train_cli, tmp_path / "packed", "hydra/launcher=packed")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    said = ran.stderr + ran.stdout
+    assert "Launching 8 jobs as 2 pack(s) of sizes [4, 4]" in said and "Launching 4 jobs as 2 pack(s) of sizes [2, 2]" \
+        in said
+    record = json.loads((tmp_path / "packed" / "tuning.json").read_text())
+    best = [arm["best_lr"] for arm in record["results"]]
+    assert record["phase"] == "done" and len(record["finals"]) == 4
+    assert all(f["status"] == "completed" and f["lr"] == best[f["arm"]] for f in record["finals"])
+
+
+@pytest.mark.slow
+def test_tuned_sweep_packed_equals_basic(train_cli, tmp_path):
+    """The same tuned sweep through the packed and the basic launcher: the same best lr per arm and final curves."""
+    assert _tuned(train_cli, tmp_path / "packed", "hydra/launcher=packed").returncode == 0
+    assert _tuned(train_cli, tmp_path / "basic").returncode == 0
+    records = [json.loads((tmp_path / s / "tuning.json").read_text()) for s in ("packed", "basic")]
+    assert len(records[0]["results"]) == 2
+    for packed, basic in zip(records[0]["results"], records[1]["results"]):
+        assert (packed["best_lr"], packed["edge"]) == (basic["best_lr"], basic["edge"])
+        assert packed["loss_spread"] == pytest.approx(basic["loss_spread"], rel=1e-5)
+    jobs = sorted(p.name for p in (tmp_path / "basic").iterdir() if (p / "summary.json").exists())
+    assert len(jobs) == 12
+    for job in jobs:
+        p, b = tmp_path / "packed" / job, tmp_path / "basic" / job
+        assert max_rel([v for _, v in train_losses(p)], [v for _, v in train_losses(b)]) <= 1e-5
