@@ -289,7 +289,8 @@ def _pct(x: float | None) -> str:
 def report(r: dict) -> str:
     spec = "unknown" if r["spec_peak_tflops"] is None else f"{r['spec_peak_tflops']:.0f}"
     lines = [
-        f"# bench_gpu: {r['device']}, torch {r['torch']}, CUDA {r['cuda']}{' (smoke: figures mean nothing)' if r['smoke'] else ''}",
+        f"# bench_gpu: {r['device']}, torch {r['torch']}, CUDA {r['cuda']}"
+        + (" (smoke: figures mean nothing)" if r["smoke"] else ""),
         f"shape: {r['shape']['n_layers']} layers, d_model {r['shape']['d_model']}, {r['shape']['n_heads']} heads, "
         f"n_ctx {r['seq']}, vocab {r['shape']['vocab']}; batch {r['batch']} x {r['seq']}; "
         f"{'compiled' if r['compile'] else 'eager'}; {r['warmup']} warmup + {r['steps']} timed steps",

@@ -46,7 +46,8 @@ def device():
     """The torch.device under test; skips with "needs CUDA" when there is none."""
     name = device_under_test()
     if name is None:
-        pytest.skip(f"needs CUDA (torch.cuda.is_available() is False; {DEVICE_ENV}=cpu dry-runs these tests on the CPU)")
+        pytest.skip(f"needs CUDA (torch.cuda.is_available() is False; {DEVICE_ENV}=cpu dry-runs these tests on "
+                    "the CPU)")
     import torch
 
     return torch.device(name)

@@ -13,8 +13,6 @@ Not here: the SDPA backends one by one (test_sdpa_backends.py), the trainer (tes
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from arch import ModelConfig, build_model
@@ -78,8 +76,9 @@ def test_pairwise_matrix_fp32(device, cpu_curves, combo):
 
 
 # one case per knob (the rope scalings on rope, the rest on a pos encoding that rotates), kernel rotating
-HALF_CASES = [(k, "rope" if k.startswith("rope") else ["learned", "relative", "alibi", "rope", "sinusoidal", "none"][i % 6],
-               ATTENTION_IMPLS[i % len(ATTENTION_IMPLS)]) for i, k in enumerate([*KNOBS, *ROPE_SCALED])]
+ROTATING_POS = ["learned", "relative", "alibi", "rope", "sinusoidal", "none"]
+HALF_CASES = [(k, "rope" if k.startswith("rope") else ROTATING_POS[i % 6], ATTENTION_IMPLS[i % len(ATTENTION_IMPLS)])
+              for i, k in enumerate([*KNOBS, *ROPE_SCALED])]
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
@@ -95,5 +94,5 @@ def test_compiled(device, cpu_curves, name, dtype):
     if name == "gpt2":
         cfg = ModelConfig(vocab_size=256, n_ctx=32, d_model=32, n_layers=2, n_heads=2)
     else:
-        cfg = dataclasses.replace(knob_cfg(name, "rope", "sandwich", "sdpa", **SIZE))
+        cfg = knob_cfg(name, "rope", "sandwich", "sdpa", **SIZE)
     check_curve(cfg, device, cpu_curves, dtype=dtype, compile=True)
