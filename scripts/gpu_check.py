@@ -300,8 +300,11 @@ print(json.dumps(info))
 def probe_device(ctx: Context) -> dict:
     """torch's version, its CUDA build and the GPU, asked in a subprocess (this process never holds a CUDA context;
     a broken CUDA install fails there, not here)."""
-    proc = subprocess.run([ctx.python, "-c", PROBE], cwd=REPO, env=ctx.env, capture_output=True, text=True,
-                          timeout=120)
+    try:
+        proc = subprocess.run([ctx.python, "-c", PROBE], cwd=REPO, env=ctx.env, capture_output=True, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired:
+        return {"torch": "?", "cuda_build": None, "cuda": False, "error": "no answer within 120 s"}
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines() or ["(no output)"]
         return {"torch": "?", "cuda_build": None, "cuda": False, "error": lines[-1]}
