@@ -46,6 +46,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--members", default=None, help="comma list of member counts; default 1,4,8,16 (1,2 with --smoke)")
     p.add_argument("--model", default="small", help="a preset of arch/presets.py (default small)")
+    p.add_argument("--attention", default="sdpa", choices=["sdpa", "explicit"],
+                   help="attention kernel (sdpa falls back to a loop over members under vmap where torch has no "
+                        "batching rule for it; explicit is batched matmuls everywhere)")
     p.add_argument("--seq", type=int, default=None, help="n_ctx; default 256 (32 with --smoke)")
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--batch", type=int, default=None, help="sequences per member per step; default 8 (2 with --smoke)")
@@ -82,7 +85,7 @@ class Members:
 
     def __init__(self, a: argparse.Namespace, m: int, first_seed: int = 0) -> None:
         self.a, self.device = a, torch.device(a.device)
-        cfg = preset_config(a.model, vocab_size=a.vocab, n_ctx=a.seq)
+        cfg = preset_config(a.model, vocab_size=a.vocab, n_ctx=a.seq, attention=a.attention)
         self.models, self.opts, self.gens = [], [], []
         for i in range(first_seed, first_seed + m):
             torch.manual_seed(i)
@@ -205,12 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    print(f"bench_packed: {a.model} n_ctx {a.seq} vocab {a.vocab} batch {a.batch}, {a.steps} timed steps, on "
+    print(f"bench_packed: {a.model} ({a.attention}) n_ctx {a.seq} vocab {a.vocab} batch {a.batch}, {a.steps} timed steps, on "
           f"{a.device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     rows = measure(a)
     print(table(rows))
     top = rows[-1]
-    result = {"device": f"{a.device} ({name})", "torch": torch.__version__, "members": top["members"],
+    result = {"device": f"{a.device} ({name})", "torch": torch.__version__, "attention": a.attention,
+              "members": top["members"],
               "speedup": top["packed_vs_one_by_one"], "rows": rows}
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=1))

@@ -40,13 +40,18 @@ def max_rel(a: list[float], b: list[float]) -> float:
 
 # -- the stacked step against solo steps, every knob of the model matrix ------------------------------------------
 
-def _curves(cfg: ModelConfig, seeds: list[int], lrs: list[float], packed: bool, steps: int = STEPS) -> list[list[float]]:
+def _curves(cfg: ModelConfig, seeds: list[int], lrs: list[float], packed: bool, steps: int = STEPS,
+            device: str | torch.device = "cpu", autocast=None) -> list[list[float]]:
     """Loss curves of len(seeds) models (init from each seed, own AdamW at its own lr, own data) over `steps` steps,
-    stepped one by one (packed=False, model.loss as the trainer calls it) or as one stack (StackedLoss)."""
+    stepped one by one (packed=False, model.loss as the trainer calls it) or as one stack (StackedLoss), on `device`
+    (built on the CPU, then moved), each forward inside autocast() when given (tests/gpu/test_pack_cuda.py)."""
+    from contextlib import nullcontext
+
+    autocast = autocast or nullcontext
     models, opts, gens = [], [], []
     for seed, lr in zip(seeds, lrs):
         torch.manual_seed(seed)
-        models.append(build_model(cfg))
+        models.append(build_model(cfg).to(device))
         opts.append(torch.optim.AdamW(models[-1].parameters(), lr=lr, weight_decay=0.1))
         gens.append(torch.Generator().manual_seed(1000 + seed))
     wrapped = [loop_mod.LossModule(m) for m in models]
@@ -57,15 +62,17 @@ def _curves(cfg: ModelConfig, seeds: list[int], lrs: list[float], packed: bool, 
         for g in gens:  # windows of a learnable corpus (a 37-token phrase repeated): a smooth descent, not noise
             starts = torch.randint(0, len(CORPUS) - cfg.n_ctx - 1, (4,), generator=g)
             ids = torch.stack([CORPUS[s:s + cfg.n_ctx + 1] for s in starts.tolist()])
-            batches.append((ids[:, :-1], ids[:, 1:]))
+            batches.append((ids[:, :-1].to(device), ids[:, 1:].to(device)))
         if packed:
-            losses = stacked.losses(batches)
+            with autocast():
+                losses = stacked.losses(batches)
             losses.sum().backward()
             values = losses.tolist()
         else:
             values = []
             for w, b in zip(wrapped, batches):
-                loss = w(*b)
+                with autocast():
+                    loss = w(*b)
                 loss.backward()
                 values.append(loss.item())
         for j, (m, o) in enumerate(zip(models, opts)):
