@@ -276,12 +276,14 @@ def sweep_step(launcher: str) -> Callable[[Context, float], Result]:
     return run
 
 
-STEPS = [Step("gpu tests", 200, gpu_tests),
-         Step("bench_gpu.py", 90, bench_step(REPO / "bench" / "bench_gpu.py",
+# Shares of the 480 s: docs/gpu-correctness.md expects ~3 minutes for the gpu tests and ~2 for bench_gpu.py on an
+# H100/H200 (estimates, not yet measured on a GPU); 10 s are left for the device probe and the table.
+STEPS = [Step("gpu tests", 180, gpu_tests),
+         Step("bench_gpu.py", 120, bench_step(REPO / "bench" / "bench_gpu.py",
                                              ("mfu", "mfu_spec", "peak_tflops_measured", "peak_tflops_spec",
                                               "tokens_per_s"))),
          Step("bench_packed.py", 90, bench_step(REPO / "bench" / "bench_packed.py", ("speedup", "members"))),
-         Step("packed tuned sweep", 90, sweep_step("packed"))]
+         Step("packed tuned sweep", 80, sweep_step("packed"))]
 
 
 # ---- the device, the table ---------------------------------------------------------------------------------------
