@@ -296,6 +296,23 @@ def test_an_offline_install_trains_and_keeps_the_installed_torch(core_wheelhouse
 
 
 @pytest.mark.slow
+def test_the_full_set_installs_with_one_command(tmp_path):
+    """`pip install --no-index --find-links DIR archlab`: the full set resolves archlab's declared requirements, wandb
+    and datasets included, from the folder alone, beside the existing torch."""
+    import torch
+
+    out = tmp_path / "full"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    python = fresh_venv(tmp_path / "venv", torch_site(tmp_path))
+    proc = run(python, "-m", "pip", "install", "--no-index", "--find-links", str(out), "archlab", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    probe = run(python, "-c", "import torch, wandb, datasets, experiments; print(torch.__version__, torch.__file__)",
+                cwd=tmp_path)
+    assert probe.stdout.split() == [torch.__version__, str(tmp_path / "torch-site" / "torch" / "__init__.py")], probe.stderr
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("version, accepted", [("2.3.0", False), ("2.11.0+cu130", True)])
 def test_an_installed_torch_is_checked_never_replaced(core_wheelhouse, tmp_path, version, accepted):
     """A stub torch dist (metadata only) in the venv's view: a CUDA 13 build of 2.11 (the local version label is
