@@ -2,6 +2,10 @@
 
     train.py          `python -m experiments.train`: train(cfg), main (Hydra), cli
     loop.py           TrainingRun: the steps of one run (open the run dir, data, model, restore, track, loop)
+    loss_module.py    LossModule: model.loss as the forward() the trainer steps, compiles, DDP-wraps and stacks
+    restore.py        resume: a run continues from its latest checkpoint (weights, optimizer, counters, random states)
+    pack.py           packed training: runs of one shape trained together in one process, each as if alone
+    stacked.py        the shared forward/backward of a pack: vmap over the members' stacked parameters
     tasks.py          what differs between task=lm and task=seq2seq: data, model config, step cost, evaluation
     budget.py         how long a run trains (train.flops > train.tokens > train.steps) and what a step costs
     history.py        the last / best eval values summary.json reports

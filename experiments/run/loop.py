@@ -33,11 +33,12 @@ from experiments.run.flops import peak_flops
 from experiments.run.grad_norms import layer_grad_norms, model_blocks
 from experiments.run.history import EvalHistory
 from experiments.run.interrupt import RunInterrupted, StopRequest
+from experiments.run.loss_module import LossModule
 from experiments.run.optim import build_optimizer
 from experiments.run.precision import Precision
+from experiments.run.restore import restore_from_checkpoint
 from experiments.run.tasks import TASKS, Task
-from experiments.rundir.checkpoint import (CheckpointError, Checkpoints, check_same_inputs, recorded_inputs, rng_state,
-                                           save_weights, set_rng_state)
+from experiments.rundir.checkpoint import Checkpoints, rng_state, save_weights
 from experiments.rundir.layout import RunDir, RunDirError, RunResults, RunStatus, RunSummary
 from experiments.rundir.tracking import Tracker
 from experiments.sweep import requeue
@@ -46,17 +47,6 @@ from experiments.sweep.records import record_setup_failure, setup_failure_status
 from tokenizer.progress import progress_bar
 
 log = logging.getLogger(__name__)
-
-
-class LossModule(nn.Module):
-    """model.loss as a forward(), so DDP's gradient hooks (and torch.compile) see the whole training step."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, *batch: torch.Tensor) -> torch.Tensor:
-        return self.model.loss(*batch)  # (ids, targets) | seq2seq (src, tgt_in, tgt_out)
 
 
 class TrainingRun:
@@ -164,40 +154,8 @@ class TrainingRun:
         self.loss_module = loss_module
 
     def restore(self) -> None:
-        """Continue from the latest checkpoint: weights, optimizer, counters, every random state (bit-exact on CPU)."""
-        ckpts = Checkpoints(self.rd.checkpoint_dir)
-        path = ckpts.latest()
-        if path is None:
-            if self.is_main:
-                log.warning("train.resume=true but %s holds no checkpoint; starting from scratch", ckpts.dir)
-            return
-        try:
-            ckpt = ckpts.load_state(path, map_location=self.device)
-            diff = arch.config_diff(ckpt["model_config"], self.mcfg)  # a field added since: its default
-            if not diff:
-                ckpts.load_model_weights(self.model, path, ckpt, self.device)
-        except CheckpointError as e:
-            raise ConfigError(f"cannot resume: {e}; delete it to restart this run from step 0 (train.resume=true), "
-                              f"or replace the whole run with train.overwrite=true") from None
-        check_same_inputs(ckpts.dir, recorded_inputs(ckpt, self.rd.tokenizer_path), self.task.inputs)
-        if diff:
-            raise ConfigError(f"train.resume=true but {path} holds a different model (differs in {diff}); "
-                              f"resume with the run's original overrides or start a new run dir")
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.precision.load_state_dict(ckpt.get("grad_scaler") or {})
-        self.step, self.tokens, self.elapsed = int(ckpt["step"]), int(ckpt["tokens"]), float(ckpt["elapsed"])
-        if ckpt["world_size"] == self.info.world_size:
-            states = ckpt["rng"][self.info.rank]
-            set_rng_state(states)
-            self.generator.set_state(states["data"])
-        else:
-            log.warning("resume: checkpoint from %d rank(s), now %d; data order re-seeded", ckpt["world_size"],
-                        self.info.world_size)
-            self.generator.manual_seed(rank_seed(self.seed * 1_000_003 + self.step, self.info.rank))
-        self.task.resume_at(self.step * self.budget.grad_accum)
-        self.resumed = True
-        if self.is_main:
-            log.info("resumed from %s at step %d (%d tokens)", path, self.step, self.tokens)
+        """Continue from the latest checkpoint (experiments/run/restore.py)."""
+        restore_from_checkpoint(self)
 
     def start_tracking(self) -> None:
         """config.yaml, the tracker (metrics.jsonl, summary.json, wandb) and the eval history of a resumed run."""
@@ -266,8 +224,7 @@ class TrainingRun:
         self.model.train()
 
     def after_step(self) -> None:
-        """The cadence after a completed step: evaluate every eval_interval, checkpoint every ckpt_interval (and both
-        at the last step)."""
+        """Evaluate every eval_interval, checkpoint every ckpt_interval, both at the last step."""
         tc, total = self.tc, self.budget.total_steps
         if self.step % tc.eval_interval == 0 or self.step == total:
             if self.is_main:
@@ -309,9 +266,8 @@ class TrainingRun:
         return lr
 
     def apply_step(self, train_loss: float, lr: float, t0: float) -> int | None:
-        """After the backward of this step (gradients in .grad, loss `train_loss`, started at `t0`): unscale, clip,
-        check, optimizer step, counters, the log row. Returns the step at which it diverged (no update), else None.
-        experiments/run/pack.py calls it for each member of a packed group after their shared backward."""
+        """After the backward (also a pack's shared one, run/pack.py): unscale, clip, check, step, counters, log row.
+        Returns the step at which it diverged (no update), else None."""
         tc = self.tc
         self.precision.unscale(self.optimizer)  # fp16: the true gradients, for the norms and clipping
         log_now = self.is_main and ((self.step + 1) % tc.log_interval == 0

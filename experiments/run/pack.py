@@ -54,7 +54,7 @@ FREE = ("seed", "experiment_name", "optim", "schedule", "logger", "model.init",
         "train.eval_batches", "train.eval_batch_size", "train.extrap", "train.extrap_factors",
         "train.extrap_max_tokens", "train.ckpt_interval", "train.keep_last_k", "train.grad_clip")
 
-JobContext = Callable[[int], AbstractContextManager[Any]]  # member index -> the context its setup runs in (Hydra's)
+JobContext = Callable[[int], AbstractContextManager[Any]]  # member index -> the context its setup and steps run in
 
 
 def unpackable(rc: RunConfig) -> str | None:
@@ -173,7 +173,8 @@ class PackedRuns:
         self.stacked = StackedLoss([runs[i].loss_module for i in live])
         slot = {i: j for j, i in enumerate(live)}  # member -> its index in the stacked module list
         for i in live:
-            runs[i].begin_loop()
+            with self.job_context(i):
+                runs[i].begin_loop()
         active = [i for i in live if runs[i].step < runs[i].budget.total_steps]
         for i in live:
             if i not in active:  # a resumed member that had already finished
@@ -190,12 +191,13 @@ class PackedRuns:
                 still = []
                 for i, lr, loss in zip(active, lrs, losses):
                     run = runs[i]
-                    diverged_at = run.apply_step(loss, lr, t0)
+                    with self.job_context(i):  # its log lines go to its own log
+                        diverged_at = run.apply_step(loss, lr, t0)
+                        if diverged_at is None:
+                            run.after_step()
                     if diverged_at is not None:
                         self._end(i, RunStatus.DIVERGED, diverged_at_step=diverged_at)
-                        continue
-                    run.after_step()
-                    if run.step >= run.budget.total_steps:
+                    elif run.step >= run.budget.total_steps:
                         self._end(i, RunStatus.COMPLETED)
                     else:
                         still.append(i)
@@ -232,9 +234,10 @@ class PackedRuns:
 
     def _end(self, i: int, status: RunStatus, **extra: Any) -> None:
         run = self.runs[i]
-        run.finish(status, **extra)
+        with self.job_context(i):
+            run.finish(status, **extra)
+            log.info("%s after %d steps (%d tokens): %s", status, run.step, run.tokens, run.run_dir)
         self.outcome[i] = run.result.to_dict()
-        log.info("%s after %d steps (%d tokens): %s", status, run.step, run.tokens, run.run_dir)
 
     def _interrupt(self, active: list[int]) -> None:
         """Every active member checkpoints and records `interrupted` (TrainingRun.interrupt); then one
@@ -242,7 +245,8 @@ class PackedRuns:
         first: RunInterrupted | None = None
         for i in active:
             try:
-                self.runs[i].interrupt()
+                with self.job_context(i):
+                    self.runs[i].interrupt()
             except RunInterrupted as e:
                 self.outcome[i] = self.runs[i].result.to_dict()
                 first = first or e

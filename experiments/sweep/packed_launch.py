@@ -29,7 +29,7 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.config.check import validate
 from experiments.config.errors import ConfigError
@@ -112,17 +112,42 @@ def launch_packed(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
     return [r for r in returns if r is not None]
 
 
+def _job_log_file(sweep_config: DictConfig) -> logging.Handler | None:
+    """The file handler Hydra's job_logging would give this job (<job dir>/<job name>.log, its format), or None when
+    job logging has no file (hydra/job_logging=disabled)."""
+    filename = OmegaConf.select(sweep_config, "hydra.job_logging.handlers.file.filename", default=None)
+    if not filename:
+        return None
+    handler = logging.FileHandler(str(filename))
+    fmt = OmegaConf.select(sweep_config, "hydra.job_logging.formatters.simple.format", default=None)
+    handler.setFormatter(logging.Formatter(fmt) if fmt else logging.Formatter())
+    return handler
+
+
 def _run_pack(launcher: Any, sweep_configs: list[DictConfig], rcs: list[RunConfig]) -> list[JobReturn]:
     """One pack: each member's job dir and .hydra files by Hydra's run_job (registering only), then train_packed."""
     # run_job sets each config's hydra.runtime.output_dir (the job dir) and writes its .hydra/ files
     rets = [run_job(hydra_context=launcher.hydra_context, task_function=lambda cfg: None, config=sweep_config,
-                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir") for sweep_config in sweep_configs]
+                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir", configure_logging=False)
+            for sweep_config in sweep_configs]
+    hydra_nodes, log_files = [], []
+    for sweep_config in sweep_configs:
+        HydraConfig.instance().set_config(sweep_config)
+        hydra_nodes.append(HydraConfig.instance().cfg)
+        log_files.append(_job_log_file(sweep_config))
+    root = logging.getLogger()
 
     @contextmanager
     def member(i: int) -> Iterator[None]:
-        HydraConfig.instance().set_config(sweep_configs[i])  # resolve_run_dir, run_identity read the member's job
-        configure_log(sweep_configs[i].hydra.job_logging, sweep_configs[i].hydra.verbose)  # its own log file
-        yield
+        """Member i's job is Hydra's current one (run dir, run name) and its log lines also go to its own log file."""
+        HydraConfig.instance().cfg = hydra_nodes[i]
+        if log_files[i] is not None:
+            root.addHandler(log_files[i])
+        try:
+            yield
+        finally:
+            if log_files[i] is not None:
+                root.removeHandler(log_files[i])
 
     names = [str(s.hydra.runtime.output_dir) for s in sweep_configs]
     try:
@@ -136,6 +161,10 @@ def _run_pack(launcher: Any, sweep_configs: list[DictConfig], rcs: list[RunConfi
     except Exception as e:  # noqa: BLE001 - each member's summary.json says failed with the reason; the sweep goes on
         log.exception("packed runs failed; the sweep goes on")
         outcomes = [e] * len(rets)
+    finally:
+        for handler in log_files:
+            if handler is not None:
+                handler.close()
     for ret, outcome, name in zip(rets, outcomes, names):
         if isinstance(outcome, dict):
             ret.return_value = outcome.get("final_val_loss")

@@ -269,6 +269,9 @@ def test_packed_sweep_equals_the_basic_launchers(train_cli, tmp_path):
         assert max_rel([v for _, v in train_losses(p)], [v for _, v in train_losses(b)]) <= 1e-5
         assert json.loads((p / "summary.json").read_text())["run_name"] == \
             json.loads((b / "summary.json").read_text())["run_name"]
+        log = (p / "train.log").read_text()  # its own lines, from setup to the end, and no other member's
+        assert f"completed after 6 steps (768 tokens): {p}" in log and f"run dir {p}: preparing data" in log
+        assert not any(f"{tmp_path / 'packed' / other}" in log for other in jobs if other != job)
 
 
 def test_packed_sweep_refuses_an_unpackable_knob_before_any_job(train_cli, tmp_path):
