@@ -95,21 +95,28 @@ class Context:
             except KeyboardInterrupt:
                 stop(proc, signal.SIGINT)
                 raise
+            finally:
+                signal_group(proc, signal.SIGKILL)  # what the step left behind (it would hold the GPU)
         return rc, time.monotonic() - t0, log
 
 
+def signal_group(proc: subprocess.Popen, sig: int) -> bool:
+    """Send sig to proc's process group; False when the group is gone."""
+    try:
+        os.killpg(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def stop(proc: subprocess.Popen, sig: int) -> None:
-    """Signal the process group, then SIGKILL it if it has not ended within 15 s."""
-    for s in (sig, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, s)
-        except ProcessLookupError:
-            return
+    """Signal the process group, then SIGKILL it if its leader has not ended within 15 s."""
+    if signal_group(proc, sig):
         try:
             proc.wait(timeout=15)
-            return
         except subprocess.TimeoutExpired:
-            continue
+            signal_group(proc, signal.SIGKILL)
+            proc.wait()
 
 
 @dataclass
@@ -124,7 +131,7 @@ class Step:
 def last_line(log: Path) -> str:
     """The last line of a log that says something (an error line if there is one), shortened."""
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines()[1:] if line.strip()]
-    errors = [line for line in lines if "error" in line.lower() or "Error" in line]
+    errors = [line for line in lines if "error" in line.lower()]
     line = (errors or lines or ["(no output)"])[-1]
     return line if len(line) <= 160 else line[:157] + "..."
 

@@ -12,6 +12,8 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -163,6 +165,35 @@ def test_a_bench_step_that_fails_or_hangs_is_failed(tmp_path):
     hanging = bench_script(tmp_path, "import time\ntime.sleep(60)\n", "bench_hang.py")
     result = gc.bench_step(hanging, ("mfu",))(ctx_for(tmp_path / "h", cuda=True), 1)
     assert (result.status, result.detail) == (gc.FAILED, "stopped at its time limit (1 s)")
+
+
+def alive(pid: int) -> bool:
+    """Whether pid runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_what_a_step_leaves_running_is_stopped_with_it(tmp_path):
+    """A step whose script exits 0 but leaves a process behind (a worker that would keep the GPU): that process
+    is ended when the step ends."""
+    pid_file = tmp_path / "pid"
+    script = bench_script(tmp_path, f"""\
+        import subprocess, sys
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        """)
+    result = gc.bench_step(script, ("mfu",))(ctx_for(tmp_path, cuda=True), 30)
+    assert result.status == gc.OK
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # the kill is sent before the step returns; the process may take a moment to go
+        if not alive(pid):
+            break
+        time.sleep(0.1)
+    assert not alive(pid)
 
 
 def test_the_sweep_step_skips_without_its_launcher_and_reads_run_statuses(tmp_path):
