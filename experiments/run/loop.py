@@ -86,6 +86,7 @@ class TrainingRun:
         self.peak = 1.0                      # the device's peak FLOP/s, for MFU (rank 0)
         self.stop: StopRequest | None = None
         self.result: RunSummary | None = None  # the final summary, set by finish()
+        self.packed = False  # a member of a pack (run/pack.py): other runs of this process are live at the same time
 
     # -- the steps ------------------------------------------------------------------------------------------------
 
@@ -166,7 +167,7 @@ class TrainingRun:
             lg = self.rc.logger
             self.tracker = Tracker(self.run_dir, self.config, logger=lg.kind, project=lg.project, group=lg.group,
                                    name=self.run_name, tags=list(lg.tags), job_type=lg.job_type,
-                                   resume_from_step=self.step if self.resumed else None)
+                                   resume_from_step=self.step if self.resumed else None, concurrent=self.packed)
             self.fresh = True  # from here on the dir holds this run, whatever it held before
             if self.resumed:
                 self.hist = EvalHistory.from_metrics(self.rd.read_metrics())

@@ -152,7 +152,7 @@ class PackedRuns:
             except ConfigError as e:
                 self.outcome[i] = e
                 return False
-            run.stop = stop
+            run.stop, run.packed = stop, True
             try:
                 run.load_data()
                 run.build_model()

@@ -26,7 +26,9 @@ API (what `experiments/run/train.py` calls):
 wandb (`logger`): "disabled" (no wandb import at all), "wandb_offline" (files in `run_dir/wandb/offline-run-*`,
 upload later with `wandb sync`), "wandb_online". An environment `WANDB_MODE` (disabled|offline|online) wins
 over `logger`, so `WANDB_MODE=disabled` silences every run (tests). The wandb run id is kept in
-`run_dir/wandb_run_id.txt`, so a resumed run continues the same wandb run (`resume="allow"`). Any wandb error
+`run_dir/wandb_run_id.txt`, so a resumed run continues the same wandb run (`resume="allow"`). A new Tracker finishes
+the wandb run a previous one of this process left open, unless `concurrent=True` (the members of a pack: each keeps
+its own live run). Any wandb error
 (import, init, log, summary, finish) is caught: one warning, wandb is switched off for the rest of the run,
 the local files are complete regardless. Not handled: multi-process (DDP) logging; call it from rank 0 only.
 """
@@ -133,6 +135,7 @@ class Tracker:
         entity: str | None = None,
         init_timeout: float = 30.0,
         auto_tags: bool = True,
+        concurrent: bool = False,
     ) -> None:
         if logger not in LOGGERS:
             raise ValueError(f"unknown logger {logger!r}; choose from {sorted(LOGGERS)}")
@@ -166,11 +169,13 @@ class Tracker:
                 job_type=job_type,
                 resume=resume_from_step is not None,
                 init_timeout=init_timeout,
+                concurrent=concurrent,
             )
 
     # -- wandb ------------------------------------------------------------------------------------------------
 
-    def _init_wandb(self, config: dict, *, resume: bool, init_timeout: float, **kwargs: Any) -> None:
+    def _init_wandb(self, config: dict, *, resume: bool, init_timeout: float, concurrent: bool,
+                    **kwargs: Any) -> None:
         try:
             import wandb
 
@@ -192,7 +197,9 @@ class Tracker:
                 id=run_id,
                 resume="allow" if resume else None,
                 allow_val_change=resume,
-                reinit="finish_previous",  # one wandb run per Hydra job, also when jobs share a process
+                # one wandb run per Hydra job, also when jobs share a process one after another; the members of a
+                # pack (experiments/run/pack.py) run at once, each with its own live run
+                reinit="create_new" if concurrent else "finish_previous",
                 settings=settings,
                 **kwargs,
             )

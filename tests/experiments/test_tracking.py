@@ -305,3 +305,25 @@ def test_every_metric_a_run_logs_is_charted_against_tokens(make_cfg, tmp_path, m
     keys = {k for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() for k in json.loads(line)}
     uncharted = sorted(k for k in keys - {"step", "tokens", "time", "flops"} if not any(fnmatch.fnmatch(k, p) for p in patterns))
     assert patterns and uncharted == []
+
+
+def test_concurrent_offline_wandb_runs_stay_live_side_by_side(tmp_path, monkeypatch):
+    """The members of a pack each hold a live wandb run at once (concurrent=True): the second init does not finish the
+    first (a plain Tracker's reinit would), both take metrics afterwards and each writes its own offline run."""
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_DISABLED", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    a = Tracker(tmp_path / "a", CONFIG, logger="wandb_offline", name="a", init_timeout=20, concurrent=True)
+    b = Tracker(tmp_path / "b", CONFIG, logger="wandb_offline", name="b", init_timeout=20, concurrent=True)
+    for tr in (a, b):
+        tr.log({"tokens": 8, "train/loss": 3.0}, step=1)
+        assert tr.wandb_run is not None, "a live wandb run was finished by another member's init"
+    for tr in (a, b):
+        tr.write_summary(RunSummary(RunStatus.COMPLETED, steps=1))
+        tr.finish()
+    ids = [(tmp_path / d / "wandb_run_id.txt").read_text().strip() for d in ("a", "b")]
+    assert ids[0] != ids[1]
+    for d, run_id in zip(("a", "b"), ids):
+        files = list((tmp_path / d / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+        assert len(files) == 1 and files[0].stat().st_size > 0
