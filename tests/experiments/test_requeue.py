@@ -13,7 +13,7 @@ import pytest
 from experiments.run import interrupt
 from experiments.run.interrupt import REQUEUE_NAME, REQUEUE_SIGNAL, StopRequest
 from experiments.rundir.layout import RunDir, RunStatus, RunSummary
-from experiments.sweep import requeue
+from experiments.sweep import job, requeue
 from experiments.sweep.job import num_threads
 from experiments.sweep.records import record_unfinished
 
@@ -119,6 +119,9 @@ def test_a_slurm_job_uses_the_cpus_it_asked_for(monkeypatch):
     """Without CPU binding (task/none) torch would take every core of the node in each job; SLURM_CPUS_PER_TASK
     (hydra.launcher.cpus_per_task) sets the job's threads unless train.num_threads does."""
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(job, "busy_cpus", lambda cpus=None: 0)  # an idle machine (test_num_threads: a busy one)
     assert num_threads(None, 1) is None
+    monkeypatch.setattr(job, "busy_cpus", lambda cpus=None: 1)  # SLURM's count wins over the load
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
     assert num_threads(None, 1) == 3 and num_threads(5, 1) == 5
