@@ -34,9 +34,13 @@ every archlab variant, so load from other work on the machine falls on all of th
 wall time between the ends of consecutive iterations, as nanoGPT's log line `iter N: loss X, time Y ms` reports
 it (archlab: consecutive `time` values in metrics.jsonl); everything in a loop iteration counts (data, eval at
 the eval steps, logging). The first `--skip` iterations are dropped; a step that spans a pause is inflated by it
-(one per round per process), which the median and min ignore. Reported: median and min ms/step, and the step
-speed ratio archlab / nanoGPT (nanoGPT ms / archlab ms: > 1 is faster); also each job's process CPU seconds
-(rusage, all threads, start-up included), which pauses do not inflate.
+(one per round per process), which the median and min ignore; the mean leaves out as many of the longest steps
+as the job had pauses. The headline is CPU ms per iteration: at every pause the job's CPU seconds (/proc, all
+threads) and the iterations it has completed are read, and CPU ms/iter = Δ CPU / Δ iterations from the first
+pause after iteration `--skip` to the last one; time other processes take from the core does not count (on a
+shared machine wall times swing with the load, CPU time much less). Ratios are nanoGPT's time / archlab's (the
+step speed of archlab relative to nanoGPT's: > 1 is faster). Each job's total CPU seconds (rusage, start-up
+included) are printed too.
 
 Equal validation loss. After both finish, the weights each trainer holds after `--iters` updates are evaluated
 here with the same code on the whole val split (every full window of 64 tokens, not overlapping: 1742 windows,
@@ -65,6 +69,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,6 +283,22 @@ def parse_archlab_metrics(text: str) -> tuple[dict[int, float], dict[int, float]
     return times, {s - 1: v for s, v in losses.items()}, vals
 
 
+def nanogpt_progress(log: Path) -> int:
+    """Iterations nanoGPT has completed: 1 + the last `iter N:` line of its log (0 before the first)."""
+    its = [int(m.group(1)) for m in map(ITER_RE.match, log.read_text().splitlines()[-50:]) if m]
+    return its[-1] + 1 if its else 0
+
+
+def archlab_progress(metrics: Path) -> int:
+    """Steps archlab has completed: the last train line of its metrics.jsonl (0 before the first)."""
+    if not metrics.is_file():
+        return 0
+    for line in reversed(metrics.read_text().splitlines()):
+        if '"train/loss"' in line:
+            return int(json.loads(line)["step"])
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------- rounds
 
 
@@ -294,6 +315,8 @@ class Job:
     cpu_s: float = 0.0  # rusage user + system of the process (all threads), at exit
     wall_s: float = 0.0  # from start to exit, pauses included
     pauses: int = 0  # times it was paused after having run: at most this many of its step times span a pause
+    progress: Callable[[], int] | None = None  # iterations completed so far (read from the job's log)
+    samples: list[tuple[int, float]] = field(default_factory=list)  # (iterations done, CPU s) at each pause
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -322,6 +345,7 @@ def run_in_rounds(jobs: list[Job], slice_s: float, say=print) -> None:
             if job.alive:
                 os.kill(job.proc.pid, signal.SIGSTOP)
                 job.pauses += 1
+                _sample(job)
             else:
                 say(f"  {job.name}: exited {job.returncode} after {job.wall_s:.0f} s ({job.cpu_s:.0f} CPU s)")
     finally:
@@ -330,6 +354,35 @@ def run_in_rounds(jobs: list[Job], slice_s: float, say=print) -> None:
                 os.kill(job.proc.pid, signal.SIGCONT)
                 job.proc.kill()
                 _reap(job, t0, block=True)
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a live process, all threads (/proc/<pid>/stat; None where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
+def _sample(job: Job) -> None:
+    """(iterations done, CPU s) of a paused job: nothing moves while it is stopped."""
+    cpu = process_cpu_s(job.proc.pid)
+    if job.progress is not None and cpu is not None:
+        try:
+            job.samples.append((job.progress(), cpu))
+        except (OSError, ValueError):
+            pass
+
+
+def cpu_ms_per_iter(samples: list[tuple[int, float]], skip: int, iters: int) -> float:
+    """CPU ms per iteration between the first pause after iteration `skip` and the last pause before `iters`:
+    Δ CPU / Δ iterations over the whole steady stretch (evals and logging included; start-up and the first
+    iterations left out). Preemption by other processes does not count; nan with fewer than 2 such samples."""
+    inside = [(it, c) for it, c in samples if skip <= it < iters]
+    if len(inside) < 2 or inside[-1][0] == inside[0][0]:
+        return math.nan
+    return 1e3 * (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 def _reap(job: Job, t0: float, block: bool = False) -> int | None:
@@ -469,6 +522,76 @@ def archlab_final_loss(run_dir: Path, val: np.ndarray, iters: int) -> float:
     return full_val_loss(model.loss, val)[0]
 
 
+# ---------------------------------------------------------------------------------------------- step A/B
+
+
+def step_rows(nanogpt: Path, vocab_size: int = 65) -> list[tuple[str, Any]]:
+    """(label, make) for the in-process step comparison: make() -> (loss_fn, model, optimizer) of nanoGPT's
+    model.py (its own configure_optimizers) and of archlab's model in each candidate setting."""
+    import torch
+
+    import arch
+    from experiments.run.loop import LossModule
+    from experiments.run.optim import param_groups
+
+    def nano():
+        ng = nanogpt_module(nanogpt)
+        torch.manual_seed(0)
+        model = ng.GPT(ng.GPTConfig(vocab_size=vocab_size, dropout=0.0, bias=False,
+                                    **{k: SHAPE[k] for k in ("n_layer", "n_head", "n_embd", "block_size")}))
+        return (lambda x, y: model(x, y)[1]), model, model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
+
+    def ours(fused: bool, compiled: bool):
+        def make():
+            torch.manual_seed(0)
+            model = arch.build_model(archlab_model_config(vocab_size))
+            opt = torch.optim.AdamW(param_groups(model, 0.1, decay_embeddings=True), lr=1e-3, betas=(0.9, 0.99),
+                                    fused=fused)
+            loss = torch.compile(LossModule(model)) if compiled else model.loss  # as train.compile=true does
+            return loss, model, opt
+        return make
+
+    return [("nanoGPT model.py, AdamW for-loop (its CPU default)", nano),
+            ("archlab, AdamW for-loop (before)", ours(False, False)),
+            ("archlab, fused AdamW (the CPU default now)", ours(True, False)),
+            ("archlab compiled (train.compile=true), AdamW for-loop", ours(False, True)),
+            ("archlab compiled, fused AdamW", ours(True, True))]
+
+
+def step_ab(nanogpt: Path, steps: int, threads: int, warmup: int = 5) -> list[dict[str, Any]]:
+    """Forward + loss + backward + clip + AdamW step of each step_rows entry on one random (12, 64) batch, the rows
+    interleaved step by step; process CPU ms per step (median, min) and nanoGPT's median / each row's."""
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(0, 65, (SHAPE["batch_size"], SHAPE["block_size"]), generator=g) for _ in range(2))
+    runs = []
+    for label, make in step_rows(nanogpt):
+        loss_fn, model, opt = make()
+
+        def step(loss_fn=loss_fn, model=model, opt=opt) -> float:
+            c0 = time.process_time()
+            loss = loss_fn(x, y)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+            return time.process_time() - c0
+
+        for _ in range(warmup):  # torch.compile compiles here
+            step()
+        runs.append((label, step, []))
+    for _ in range(steps):
+        for _, step, times in runs:
+            times.append(step())
+    ref = statistics.median(runs[0][2])
+    return [{"row": label, "cpu_ms_median": 1e3 * statistics.median(ts), "cpu_ms_min": 1e3 * min(ts),
+             "speed_vs_nanogpt": ref / statistics.median(ts)} for label, _, ts in runs]
+
+
 # ---------------------------------------------------------------------------------------------- main
 
 
@@ -476,7 +599,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nanogpt", type=Path, default=os.environ.get("NANOGPT_DIR") or None,
                    help=f"nanoGPT checkout (git clone {NANOGPT_URL}); default $NANOGPT_DIR")
-    p.add_argument("--text", type=Path, required=True, help="tinyshakespeare's input.txt (what prepare.py downloads)")
+    p.add_argument("--text", type=Path, default=None, help="tinyshakespeare's input.txt (what prepare.py downloads)")
+    p.add_argument("--step-ab", type=int, default=0, metavar="N",
+                   help="instead of the jobs: N interleaved model steps in this process, nanoGPT's model vs archlab's "
+                        "candidates (fused AdamW, compile), process CPU time")  # fmt: skip
     p.add_argument("--iters", type=int, default=2000, help="training iterations of each job (the README's 2000)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of every job (OMP_NUM_THREADS for nanoGPT)")
     p.add_argument("--variants", default="eager", help=f"comma list of archlab variants: {', '.join(VARIANTS)}")
@@ -507,8 +633,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.archlab_src = srcs
     if a.iters < 20 or a.threads < 1 or a.slice <= 0 or not a.seeds:
         raise BenchError("--iters must be >= 20, --threads >= 1, --slice > 0, --seeds non-empty")
-    if not a.text.is_file():
-        raise BenchError(f"--text {a.text}: no such file (tinyshakespeare: {NANOGPT_URL}, data/shakespeare_char)")
+    if a.step_ab < 0:
+        raise BenchError("--step-ab must be >= 0")
+    if not a.step_ab and (a.text is None or not a.text.is_file()):
+        what = "--text is required" if a.text is None else f"--text {a.text}: no such file"
+        raise BenchError(f"{what} (tinyshakespeare's input.txt, which nanoGPT's data/shakespeare_char/prepare.py "
+                         f"downloads)")
     a.nanogpt = check_nanogpt(a.nanogpt)
     return a
 
@@ -526,7 +656,8 @@ def archlab_job(name: str, work: Path, data: Path, args: argparse.Namespace, see
     cmd = [sys.executable, "-u", str(Path(__file__).resolve()), "--archlab-worker", "--data", str(data),
            "--run-dir", str(run_dir), "--iters", str(args.iters), "--seed", str(seed), "--threads", str(args.threads),
            "--src", str(src), *(overrides or [])]  # fmt: skip
-    return Job(name, cmd, work / f"{name}.log", thread_env(args.threads), extra={"run_dir": run_dir, "seed": seed})
+    return Job(name, cmd, work / f"{name}.log", thread_env(args.threads), extra={"run_dir": run_dir, "seed": seed},
+               progress=lambda: archlab_progress(run_dir / "metrics.jsonl"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -540,12 +671,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
+    if args.step_ab:
+        print(f"# bench_nanogpt --step-ab: nanoGPT {nanogpt_revision(args.nanogpt)}; torch {torch.__version__}, "
+              f"{args.threads} thread(s); {args.step_ab} interleaved steps per row, batch 12 x 64, vocab 65\n")
+        print("| model step (forward + loss + backward + clip + AdamW) | CPU ms median (min) | step speed vs nanoGPT |")
+        print("|---|---:|---:|")
+        for r in step_ab(args.nanogpt, args.step_ab, args.threads):
+            print(f"| {r['row']} | {r['cpu_ms_median']:.1f} ({r['cpu_ms_min']:.1f}) | {r['speed_vs_nanogpt']:.2f}x |")
+        return 0
     work = Path(tempfile.mkdtemp(prefix="bench_nanogpt_"))
     try:
         return run(args, work, torch.__version__)
     except BenchError as e:
         print(f"bench_nanogpt: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("bench_nanogpt: interrupted; the trainers were stopped", file=sys.stderr)
+        return 130
     finally:
         if args.keep:
             shutil.copytree(work, args.keep, dirs_exist_ok=True)
@@ -571,7 +713,7 @@ def run(args: argparse.Namespace, work: Path, torch_version: str) -> int:
     if same > 1e-4:
         raise BenchError(f"archlab's model does not compute nanoGPT's function (loss differs by {same:.3g})")
     ng = Job("nanoGPT", nanogpt_command(args.nanogpt, args.iters, ng_work / "out"), work / "nanogpt.log",
-             thread_env(args.threads), extra={"cwd": ng_work})
+             thread_env(args.threads), extra={"cwd": ng_work}, progress=lambda: nanogpt_progress(work / "nanogpt.log"))
     seed0, more_seeds = args.seeds[0], args.seeds[1:]
     jobs = [ng] + [archlab_job(v, work, data, args, seed0, overrides=VARIANTS[v]) for v in args.variants]
     jobs += [archlab_job(label, work, data, args, seed0, src=src) for label, src in args.archlab_src.items()]
@@ -597,26 +739,25 @@ def run(args: argparse.Namespace, work: Path, torch_version: str) -> int:
             final = archlab_final_loss(j.extra["run_dir"], val, args.iters)
         rows.append({"name": j.name, "timed": j not in extra_jobs, "seed": j.extra.get("seed", 1337),
                      **step_stats(times, args.skip, args.iters, j.pauses), "cpu_s": j.cpu_s, "wall_s": j.wall_s,
+                     "cpu_ms": cpu_ms_per_iter(j.samples, args.skip, args.iters),
                      "own_val_loss": vals.get(args.iters, math.nan), "val_loss": final})  # fmt: skip
     ref = rows[0]
     archlab_seed_losses = [r["val_loss"] for r in rows[1:] if r["name"] == args.variants[0] or
                            r["name"].startswith("eager_seed")] if args.variants[:1] == ["eager"] else []  # fmt: skip
-    print("\n| trainer | ms/step median (min) | mean | step speed vs nanoGPT: median (min) | by mean | job CPU s "
-          "| by CPU | val loss, whole split | own 20-batch estimate |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| trainer | CPU ms/iter | step speed vs nanoGPT (CPU) | wall ms/step median (min) | mean "
+          "| vs nanoGPT: median (min) | by mean | job CPU s | val loss, whole split | own 20-batch estimate |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if r["timed"]:
-            r["ratio_median"] = speed_ratio(ref["median_ms"], r["median_ms"])
-            r["ratio_min"] = speed_ratio(ref["min_ms"], r["min_ms"])
-            r["ratio_mean"] = speed_ratio(ref["mean_ms"], r["mean_ms"])
-            r["ratio_cpu"] = speed_ratio(ref["cpu_s"], r["cpu_s"])
-            speed = f"{r['ratio_median']:.2f}x ({r['ratio_min']:.2f}x) | {r['ratio_mean']:.2f}x"
+            for key, col in (("median", "median_ms"), ("min", "min_ms"), ("mean", "mean_ms"), ("cpu", "cpu_ms")):
+                r[f"ratio_{key}"] = speed_ratio(ref[col], r[col])
             cpu = f"{r['ratio_cpu']:.2f}x"
+            speed = f"{r['ratio_median']:.2f}x ({r['ratio_min']:.2f}x) | {r['ratio_mean']:.2f}x"
         else:
             speed, cpu = "(not timed) | -", "-"
         label = r["name"] if r is ref else f"archlab {r['name']} (seed {r['seed']})"
-        print(f"| {label} | {r['median_ms']:.1f} ({r['min_ms']:.1f}) | {r['mean_ms']:.1f} | {speed} | {r['cpu_s']:.1f} "
-              f"| {cpu} | {r['val_loss']:.4f} | {r['own_val_loss']:.4f} |")
+        print(f"| {label} | {r['cpu_ms']:.1f} | {cpu} | {r['median_ms']:.1f} ({r['min_ms']:.1f}) | {r['mean_ms']:.1f} "
+              f"| {speed} | {r['cpu_s']:.1f} | {r['val_loss']:.4f} | {r['own_val_loss']:.4f} |")
     verdicts = {}
     for r in rows[1:]:
         ok, limit = equal_within(r["val_loss"], ref["val_loss"], archlab_seed_losses, args.tol)

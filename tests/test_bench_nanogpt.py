@@ -9,6 +9,7 @@ import json
 import math
 import os
 import pickle
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,6 +64,24 @@ def test_step_stats_skip_the_first_iterations_and_the_ratio_is_reference_over_ou
     assert bn.speed_ratio(90.0, 75.0) == pytest.approx(1.2)  # nanoGPT 90 ms, ours 75 ms: 1.2x the step speed
 
 
+def test_cpu_per_iteration_is_the_slope_between_the_first_and_last_pause_in_the_steady_stretch():
+    samples = [(0, 3.0), (5, 3.5), (12, 4.0), (52, 6.0), (100, 9.0), (120, 9.5)]  # (iterations done, CPU s)
+    assert bn.cpu_ms_per_iter(samples, skip=10, iters=110) == pytest.approx(1e3 * (9.0 - 4.0) / (100 - 12))
+    assert math.isnan(bn.cpu_ms_per_iter(samples[:2], skip=10, iters=110))
+
+
+def test_progress_is_read_from_each_trainers_log(tmp_path):
+    log = tmp_path / "ng.log"
+    log.write_text("step 0: train loss 4.1, val loss 4.2\n")
+    assert bn.nanogpt_progress(log) == 0
+    log.write_text(NANOGPT_LOG)
+    assert bn.nanogpt_progress(log) == 4  # iterations 0..3 done
+    metrics = tmp_path / "metrics.jsonl"
+    assert bn.archlab_progress(metrics) == 0
+    metrics.write_text('{"step": 1, "time": 1.0, "train/loss": 4.0}\n{"step": 1, "time": 2.0, "val/loss": 3.0}\n')
+    assert bn.archlab_progress(metrics) == 1
+
+
 def test_equal_val_loss_is_within_two_seed_stds_or_the_tolerance():
     assert bn.equal_within(1.50, 1.52, [], tol=0.03) == (True, 0.03)
     assert bn.equal_within(1.50, 1.54, [], tol=0.03) == (False, 0.03)
@@ -104,7 +123,8 @@ def _fake_checkout(root: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("case", ["no --nanogpt", "missing dir", "incomplete checkout", "missing text", "bad variant"])
+@pytest.mark.parametrize("case", ["no --nanogpt", "missing dir", "incomplete checkout", "missing text", "no --text",
+                                  "bad variant"])
 def test_bad_input_is_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("NANOGPT_DIR", raising=False)
     text = tmp_path / "input.txt"
@@ -112,6 +132,7 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys):
     checkout = _fake_checkout(tmp_path / "ng")
     argv = {
         "no --nanogpt": ["--text", str(text)],
+        "no --text": ["--nanogpt", str(checkout)],
         "missing dir": ["--text", str(text), "--nanogpt", str(tmp_path / "nope")],
         "incomplete checkout": ["--text", str(text), "--nanogpt", str(tmp_path)],
         "missing text": ["--text", str(tmp_path / "none.txt"), "--nanogpt", str(checkout)],
@@ -120,7 +141,7 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys):
     assert bn.main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith("bench_nanogpt: error: ")
-    if case != "missing text" and case != "bad variant":
+    if case not in ("missing text", "no --text", "bad variant"):
         assert "git clone https://github.com/karpathy/nanoGPT" in err
 
 
@@ -131,12 +152,13 @@ def test_the_revision_of_a_plain_folder_is_a_content_hash(tmp_path):
 
 def test_rounds_run_every_job_to_the_end_and_count_its_cpu(tmp_path):
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nprint('done')"
-    jobs = [bn.Job(f"j{i}", [sys.executable, "-c", spin], tmp_path / f"j{i}.log", dict(os.environ))
-            for i in range(2)]
+    jobs = [bn.Job(f"j{i}", [sys.executable, "-c", spin], tmp_path / f"j{i}.log", dict(os.environ),
+                   progress=lambda: 7) for i in range(2)]
     jobs.append(bn.Job("fails", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "f.log", dict(os.environ)))
     bn.run_in_rounds(jobs, slice_s=0.05, say=lambda *_: None)
     assert [j.returncode for j in jobs] == [0, 0, 3]
     assert all(j.cpu_s >= 0.3 for j in jobs[:2])
+    assert jobs[0].pauses >= 1 and jobs[0].samples and all(it == 7 for it, _ in jobs[0].samples)  # read while paused
     assert (tmp_path / "j0.log").read_text() == "done\n"
 
 
@@ -162,9 +184,11 @@ def test_archlab_worker_trains_on_the_char_files(tmp_path):
     data = tmp_path / "data"
     bn.prepare_char_data(tmp_path / "in.txt", data)
     run_dir = tmp_path / "run"
-    rc = bn.main(["--archlab-worker", "--data", str(data), "--run-dir", str(run_dir), "--iters", "3",
-                  "train.eval_batches=1"])
-    assert rc == 0
+    # a process of its own, as the benchmark runs it: the worker patches the trainer's data step and chdirs
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_nanogpt.py"), "--archlab-worker", "--data",
+                           str(data), "--run-dir", str(run_dir), "--iters", "3", "train.eval_batches=1"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     times, losses, vals = bn.parse_archlab_metrics((run_dir / "metrics.jsonl").read_text())
     assert sorted(losses) == [0, 1, 2] and sorted(times) == [1, 2] and list(vals) == [3]
     config = (run_dir / "config.yaml").read_text()
@@ -176,6 +200,13 @@ def test_archlab_worker_trains_on_the_char_files(tmp_path):
 @needs_nanogpt
 def test_archlab_model_computes_nanogpts_function():
     assert bn.same_function(NANOGPT) < 1e-5
+
+
+@needs_nanogpt
+def test_step_ab_times_every_candidate_against_nanogpts_model():
+    rows = bn.step_ab(NANOGPT, steps=2, threads=1, warmup=1)
+    assert [r["row"].split(",")[0] for r in rows] == ["nanoGPT model.py", "archlab", "archlab", "archlab compiled (train.compile=true)", "archlab compiled"]
+    assert rows[0]["speed_vs_nanogpt"] == 1.0 and all(r["cpu_ms_min"] > 0 for r in rows)
 
 
 @needs_nanogpt
