@@ -118,6 +118,8 @@ class TrainingRun:
                 log.info("train.overwrite=true: removed %s from %s", ", ".join(p.name for p in removed), self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         threads = num_threads(tc.num_threads, self.info.local_world_size)
+        if not tc.num_threads and not self.fresh:  # a resume keeps its run's count (the load-aware default may not):
+            threads = (self.rd.read_summary() or {}).get("num_threads") or threads  # rounding, so the curve, stays
         if threads:
             torch.set_num_threads(threads)
 

@@ -124,3 +124,18 @@ def test_busy_cpus_reads_proc_stat_around_the_probe(monkeypatch):
     monkeypatch.setattr(job, "time", fake)
     monkeypatch.setattr(job.os, "sysconf", lambda name: 100)
     assert job.busy_cpus() == 2  # (0.4 - 0.1) CPU-s / 0.2 s = 1.5 CPUs -> 2
+
+
+def test_a_resume_keeps_the_thread_count_its_run_started_with(make_cfg, tmp_path, machine):
+    """1 and 2 threads round differently (~1e-6 in the loss), so a resumed run with train.num_threads=null takes the
+    count its summary.json records, not what the load-aware default would pick now: the resume stays bit-exact."""
+    from experiments.run.train import train
+
+    run_dir = tmp_path / "run"
+    first = train(make_cfg("train.num_threads=2", "train.steps=2", "train.ckpt_interval=1", run_dir=run_dir))
+    assert first["num_threads"] == 2
+    machine.cpus, machine.busy = {0, 1}, 1  # now loaded: a fresh run would take 1 thread
+    again = train(make_cfg("train.num_threads=null", "train.steps=4", "train.resume=true", run_dir=run_dir))
+    assert again["status"] == "completed" and again["num_threads"] == 2
+    fresh = train(make_cfg("train.num_threads=null", "train.steps=2", run_dir=tmp_path / "fresh"))
+    assert fresh["num_threads"] == 1
