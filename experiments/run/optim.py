@@ -68,8 +68,10 @@ def _by_lr_mult(group: dict[str, Any], mults: dict[int, float]) -> list[dict[str
 
 
 def _adamw(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.Optimizer:
-    # fused AdamW is a real speed-up on CUDA; the CPU path keeps the reference implementation (bit-exact resume)
-    fused = device.type == "cuda"
+    # fused AdamW: one kernel for all parameters instead of ~10 small ops per tensor. On CUDA, and on the CPU too
+    # (bench/bench_nanogpt.py: -4 ms of a 70 ms step at nanoGPT's shakespeare_char shape); deterministic, so a
+    # resume stays bit-exact. It rounds differently from the for-loop implementation (float rounding only).
+    fused = device.type in ("cuda", "cpu")
     return torch.optim.AdamW(
         param_groups(model, cfg.weight_decay, cfg.decay_embeddings),
         lr=cfg.lr,
