@@ -21,8 +21,9 @@ from bench import bench_nanogpt as bn
 REPO = Path(__file__).resolve().parents[1]
 NANOGPT = Path(os.environ["NANOGPT_DIR"]) if os.environ.get("NANOGPT_DIR") else None
 SHAKESPEARE = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
-needs_nanogpt = pytest.mark.skipif(NANOGPT is None or not (NANOGPT / "train.py").is_file(),
-                                   reason="set NANOGPT_DIR to a nanoGPT checkout (git clone https://github.com/karpathy/nanoGPT)")
+needs_nanogpt = pytest.mark.skipif(
+    NANOGPT is None or not (NANOGPT / "train.py").is_file(),
+    reason="set NANOGPT_DIR to a nanoGPT checkout (git clone https://github.com/karpathy/nanoGPT)")
 
 NANOGPT_LOG = """\
 found vocab_size = 65 (inside data/shakespeare_char/meta.pkl)
@@ -205,7 +206,8 @@ def test_archlab_model_computes_nanogpts_function():
 @needs_nanogpt
 def test_step_ab_times_every_candidate_against_nanogpts_model():
     rows = bn.step_ab(NANOGPT, steps=2, threads=1, warmup=1)
-    assert [r["row"].split(",")[0] for r in rows] == ["nanoGPT model.py", "archlab", "archlab", "archlab compiled (train.compile=true)", "archlab compiled"]
+    assert [r["row"].split(",")[0] for r in rows] == ["nanoGPT model.py", "archlab", "archlab",
+                                                      "archlab compiled (train.compile=true)", "archlab compiled"]
     assert rows[0]["speed_vs_nanogpt"] == 1.0 and all(r["cpu_ms_min"] > 0 for r in rows)
 
 
@@ -215,8 +217,13 @@ def test_step_ab_times_every_candidate_against_nanogpts_model():
 def test_a_short_side_by_side_run_prints_both_rows(tmp_path, capsys):
     out_json = tmp_path / "r.json"
     assert bn.main(["--nanogpt", str(NANOGPT), "--text", str(SHAKESPEARE), "--iters", "20", "--skip", "2",
-                    "--json", str(out_json)]) == 0
-    rows = json.loads(out_json.read_text())["rows"]
-    assert [r["name"] for r in rows] == ["nanoGPT", "eager"]
+                    "--seeds", "0,1", "--json", str(out_json)]) == 0
+    result = json.loads(out_json.read_text())
+    rows = result["rows"]
+    assert [r["name"] for r in rows] == ["nanoGPT", "eager", "eager_seed1"]
     assert all(r["n"] == 18 and 0 < r["val_loss"] < 5 for r in rows)
-    assert "| archlab eager (seed 0) |" in capsys.readouterr().out
+    assert rows[1]["val_loss"] != rows[2]["val_loss"]  # another seed trains another model
+    spread = abs(rows[1]["val_loss"] - rows[2]["val_loss"])  # 2 x std of two values = sqrt(2) x their difference
+    assert result["val_loss_verdicts"]["eager"]["tolerance"] == pytest.approx(math.sqrt(2) * spread)
+    out = capsys.readouterr().out
+    assert "| archlab eager (seed 0) |" in out and "| archlab eager_seed1 (seed 1) |" in out
