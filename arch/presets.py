@@ -29,7 +29,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     # laptop / CI sizes
     "tiny": {"d_model": 64, "n_layers": 2, "n_heads": 4},  # CPU smoke tests and the demo
     "small": {"d_model": 128, "n_layers": 4, "n_heads": 4},  # CPU comparisons
-    "medium": {"d_model": 256, "n_layers": 6, "n_heads": 8},  # CPU, ~0.5 s a step on one core (bench_threads)
     # depth vs width at ~0.8M non-embedding parameters (12 * n_layers * d_model^2)
     "iso800k_l1": {"d_model": 256, "n_layers": 1, "n_heads": 8},
     "iso800k_l2": {"d_model": 180, "n_layers": 2, "n_heads": 3},

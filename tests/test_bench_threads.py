@@ -77,3 +77,10 @@ def test_isolate_that_the_system_refuses_is_one_line(capsys, monkeypatch):
     assert bt.main(["--isolate", "-19"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("bench_threads: error: --isolate: [Errno 1] Operation not permitted") and err.count("\n") == 1
+
+
+def test_medium_is_the_benchs_own_shape_and_presets_pass_through():
+    """medium is not a preset (arch/presets.py is hashed by a registered finding): model=small at d 256, 6 x 8."""
+    assert bt.model_overrides("medium") == ["model=small", "model.d_model=256", "model.n_layers=6",
+                                                       "model.n_heads=8"]
+    assert bt.model_overrides("tiny") == ["model=tiny"]
