@@ -63,6 +63,11 @@ bench: $(STAMP)
 	$(PY) bench/bench_runner.py
 	$(PY) bench/bench_encdec.py
 	$(PY) bench/bench_norms.py
+	$(PY) bench/bench_packed.py
+	$(PY) bench/bench_threads.py
+	@if [ -n "$$NANOGPT_DIR" ] && [ -n "$$SHAKESPEARE_TXT" ]; then \
+	  $(PY) bench/bench_nanogpt.py --nanogpt "$$NANOGPT_DIR" --text "$$SHAKESPEARE_TXT"; \
+	  else echo "bench_nanogpt.py skipped: set NANOGPT_DIR (a nanoGPT checkout) and SHAKESPEARE_TXT (tinyshakespeare's input.txt); docs/benchmarks.md"; fi
 
 # The GPU self-check (scripts/gpu_check.py): GPU_CHECK_ARGS=--tests-only stops after the gpu tests. On a box where
 # archlab was installed into another Python (from a wheelhouse, say), GPU_CHECK_PY=python3 uses that one instead of
