@@ -93,16 +93,20 @@ class TrainingRun:
     def run(self) -> dict[str, Any]:
         self.open_run_dir()  # a dir holding another run, or an unwritable one: ConfigError, nothing written
         with StopRequest(sweep_dir()) as self.stop:
-            try:
-                self.load_data()
-                self.build_model()
-                if self.tc.resume:
-                    self.restore()
-                self.start_tracking()
-            except BaseException as e:
-                self.record_setup_failure(e)
-                raise
+            self.setup()
             return self.loop()
+
+    def setup(self) -> None:
+        """Data, model, checkpoint (train.resume), tracking; a failure is recorded in summary.json, then raised."""
+        try:
+            self.load_data()
+            self.build_model()
+            if self.tc.resume:
+                self.restore()
+            self.start_tracking()
+        except BaseException as e:
+            self.record_setup_failure(e)
+            raise
 
     def open_run_dir(self) -> None:
         tc = self.tc

@@ -154,16 +154,8 @@ class PackedRuns:
                 return False
             run.stop, run.packed = stop, True
             try:
-                run.load_data()
-                run.build_model()
-                if run.tc.resume:
-                    run.restore()
-                run.start_tracking()
-            except KeyboardInterrupt:
-                run.record_setup_failure(KeyboardInterrupt())
-                raise
-            except Exception as e:  # noqa: BLE001 - recorded in the member's summary.json, the others go on
-                run.record_setup_failure(e)
+                run.setup()
+            except Exception as e:  # noqa: BLE001 - setup recorded it in the member's summary.json; the others go on
                 self.outcome[i] = e
                 return False
         return True

@@ -364,3 +364,25 @@ def test_sigkilled_packed_sweep_resumes_every_member_on_its_solo_curve(make_cfg,
         steps = [s for s, _ in train_losses(job)]
         assert steps == list(range(1, 41))
         assert max_rel([v for _, v in train_losses(job)], [v for _, v in train_losses(solo)]) <= 1e-5
+
+
+def test_a_member_that_cannot_start_fails_alone(make_cfg, tmp_path):
+    """Member 1's dir already holds another run (refused, its files untouched); member 2 resumes from a damaged
+    checkpoint (setup fails, recorded in its summary.json); member 0 trains on its solo curve all the same."""
+    taken = tmp_path / "pack1"
+    taken.mkdir()
+    (taken / "summary.json").write_text('{"status": "completed"}')
+    damaged = tmp_path / "pack2"
+    train(make_cfg(*RUN, "train.steps=2", "train.ckpt_interval=1", run_dir=damaged))
+    for state in damaged.glob("checkpoints/step_*/state.pt"):
+        state.write_bytes(b"not a checkpoint")
+    members = [MEMBERS[0], ("seed=1",), ("seed=2", "train.resume=true")]
+    rcs = [validate(make_cfg(*RUN, *m, run_dir=tmp_path / f"pack{i}")) for i, m in enumerate(members)]
+    outcomes = train_packed(rcs)
+    assert outcomes[0]["status"] == "completed"
+    assert isinstance(outcomes[1], ConfigError) and "already holds" in str(outcomes[1])
+    assert (taken / "summary.json").read_text() == '{"status": "completed"}'
+    assert isinstance(outcomes[2], ConfigError) and "cannot resume" in str(outcomes[2])
+    assert json.loads((damaged / "summary.json").read_text())["status"] == "completed"  # the earlier run, as it was
+    solo = _solo(make_cfg, tmp_path, MEMBERS[0])
+    assert max_rel([v for _, v in train_losses(tmp_path / "pack0")], [v for _, v in train_losses(solo)]) <= 1e-5
