@@ -73,7 +73,16 @@ def _task_config(sweep_config: DictConfig) -> DictConfig:
 
 
 def launch_packed(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
-    """The packed launcher's launch(): see the module docstring."""
+    """The packed launcher's launch(): see the module docstring. Hydra's current job config is as it found it after
+    (as Hydra's run_job leaves it), so a later train() in this process does not read itself as one of these jobs."""
+    before = HydraConfig.instance().cfg
+    try:
+        return _launch(launcher, job_overrides, initial_job_idx)
+    finally:
+        HydraConfig.instance().cfg = before
+
+
+def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
     setup_globals()
     config, ctx = launcher.config, launcher.hydra_context
     if launcher.unknown:

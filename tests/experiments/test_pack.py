@@ -386,3 +386,14 @@ def test_a_member_that_cannot_start_fails_alone(make_cfg, tmp_path):
     assert json.loads((damaged / "summary.json").read_text())["status"] == "completed"  # the earlier run, as it was
     solo = _solo(make_cfg, tmp_path, MEMBERS[0])
     assert max_rel([v for _, v in train_losses(tmp_path / "pack0")], [v for _, v in train_losses(solo)]) <= 1e-5
+
+
+def test_a_packed_sweep_leaves_hydras_job_config_as_it_found_it(train_cli, tmp_path):
+    """After an in-process packed sweep, a train() call is not read as one of its jobs (a leftover job config made
+    the next run in the process say 'not started: the sweep was stopped')."""
+    from hydra.core.hydra_config import HydraConfig
+
+    before = HydraConfig.instance().cfg
+    ran = train_cli("-m", *SWEEP, "seed=0,1", "train.steps=2", "hydra/launcher=packed", f"hydra.sweep.dir={tmp_path / 's'}")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert HydraConfig.instance().cfg is before
