@@ -108,7 +108,9 @@ class TrainingRun:
             self.record_setup_failure(e)
             raise
 
-    def open_run_dir(self) -> None:
+    def open_run_dir(self, threads: int | None = None) -> None:
+        """Check and claim the run dir; set torch's threads to `threads` (a count this process already uses: a
+        pack's later members) or else to choose_threads()."""
         tc = self.tc
         try:
             self.rd.check_can_start(resume=tc.resume, overwrite=tc.overwrite)
@@ -121,11 +123,20 @@ class TrainingRun:
             if removed:
                 log.info("train.overwrite=true: removed %s from %s", ", ".join(p.name for p in removed), self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        threads = num_threads(tc.num_threads, self.info.local_world_size)
-        if not tc.num_threads and not self.fresh:  # a resume keeps its run's count (the load-aware default may not):
-            threads = (self.rd.read_summary() or {}).get("num_threads") or threads  # rounding, so the curve, stays
+        threads = threads or self.choose_threads()
         if threads:
             torch.set_num_threads(threads)
+
+    def choose_threads(self) -> int | None:
+        """train.num_threads, else a resumed run's own count from its summary.json (the load-aware default may pick
+        another, and 1 and 2 threads round differently: the curve would not stay exact), else sweep/job.num_threads
+        (None: torch's default)."""
+        tc = self.tc
+        if not tc.num_threads and not self.fresh:
+            recorded = (self.rd.read_summary() or {}).get("num_threads")
+            if recorded:
+                return int(recorded)
+        return num_threads(tc.num_threads, self.info.local_world_size)
 
     def load_data(self) -> None:
         if self.is_main:  # the first thing a job says, before a tokenizer trains or a corpus is read

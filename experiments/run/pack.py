@@ -134,20 +134,25 @@ class PackedRuns:
         self.runs, self.job_context, self.sweep = runs, job_context, sweep
         self.outcome: list[dict[str, Any] | Exception | None] = [None] * len(runs)
         self.stacked: StackedLoss | None = None
+        self.threads: int | None = None  # torch's thread count, once the first member has chosen it
 
     def run(self) -> list[dict[str, Any] | Exception]:
         with ExitStack() as held, StopRequest(self.sweep) as stop:
             live = [i for i in range(len(self.runs)) if self._setup(i, stop, held)]
             if live:
                 self._loop(live, stop)
-        return [o if o is not None else RuntimeError("member did not run") for o in self.outcome]
+        assert None not in self.outcome  # each member's is set by _setup, _end or the loop's stop paths
+        return self.outcome  # type: ignore[return-value]
 
     def _setup(self, i: int, stop: StopRequest, held: ExitStack) -> bool:
         """Member i through TrainingRun.run's setup; False (outcome recorded) when it cannot train."""
         run = self.runs[i]
         with self.job_context(i):
             try:
-                run.open_run_dir()  # a dir holding another run: ConfigError, nothing written
+                # a dir holding another run: ConfigError, nothing written. Torch's thread count is the process's:
+                # the first member to open its dir chooses it (its load probe, or its resume's record), the rest keep it
+                run.open_run_dir(threads=self.threads)
+                self.threads = self.threads or torch.get_num_threads()
                 held.enter_context(RunDirLock(run.run_dir))
             except ConfigError as e:
                 self.outcome[i] = e

@@ -37,12 +37,10 @@ class StackedLoss:
         if not modules:
             raise ValueError("StackedLoss needs at least one member")
         self.modules = list(modules)
-        names = [n for n, _ in self.modules[0].named_parameters()]
-        for m in self.modules[1:]:
-            shapes = [(n, tuple(p.shape)) for n, p in m.named_parameters()]
-            if shapes != [(n, tuple(p.shape)) for n, p in self.modules[0].named_parameters()]:
-                raise ValueError("packed members must have the same parameter names and shapes")
-        self.names = names
+        shapes = [[(n, tuple(p.shape)) for n, p in m.named_parameters()] for m in self.modules]
+        if any(s != shapes[0] for s in shapes[1:]):
+            raise ValueError("packed members must have the same parameter names and shapes")
+        self.names = [n for n, _ in shapes[0]]
         # one copy of the module runs every member's parameters; its own parameters are never read
         self.base = copy.deepcopy(self.modules[0])
         inner = getattr(self.base, "model", self.base)
