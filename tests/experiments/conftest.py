@@ -139,3 +139,20 @@ def train_cli(cli_env, capfd, monkeypatch):
         return Ran(code, out, err)
 
     return run
+
+
+def sigkill_at_checkpoint(args: list[str], env: dict[str, str], checkpoints: Path, pattern: str) -> None:
+    """`python -m experiments.train *args` in a subprocess, SIGKILLed as soon as `checkpoints.glob(pattern)` finds a
+    checkpoint (polled every 5 ms, 300 s at most); fails the test if the command ended before it could be killed."""
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([PYTHON, "-m", "experiments.train", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not any(checkpoints.glob(pattern)) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, f"the command ended before it could be killed: {err.decode()[-2000:]}"

@@ -335,22 +335,12 @@ def test_tuned_sweep_packed_equals_basic(train_cli, tmp_path):
 def test_sigkilled_packed_sweep_resumes_every_member_on_its_solo_curve(make_cfg, cli_env, train_cli, cache_dir, tmp_path):
     """A packed sweep (2 seeds) SIGKILLed after its first checkpoint: each summary.json keeps `running`; the same
     sweep with train.resume=true finishes each member with every step once, on the curve of its solo run."""
-    import subprocess
-    import time
-
-    from .conftest import PYTHON, REPO
+    from .conftest import sigkill_at_checkpoint
 
     sweep = tmp_path / "sweep"
     args = ["-m", *SWEEP, "seed=0,1", "train.steps=40", "train.ckpt_interval=10", "train.eval_interval=20",
             "hydra/launcher=packed", f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep}"]
-    proc = subprocess.Popen([PYTHON, "-m", "experiments.train", *args], cwd=REPO, env=cli_env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while not any(sweep.glob("*/checkpoints/step_*/state.pt")) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, f"the sweep ended before it could be killed: {err.decode()[-2000:]}"
+    sigkill_at_checkpoint(args, cli_env, sweep, "*/checkpoints/step_*/state.pt")
     jobs = sorted(p for p in sweep.iterdir() if (p / "summary.json").exists())
     assert len(jobs) == 2 and all(json.loads((j / "summary.json").read_text())["status"] == "running" for j in jobs)
 

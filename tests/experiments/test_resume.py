@@ -5,17 +5,13 @@ uninterrupted run (CPU, bit for bit), with no duplicated steps."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 
 import pytest
 
 from experiments.config.errors import ConfigError
 from experiments.run.train import train
 
-from .conftest import PYTHON, REPO, TINY
+from .conftest import TINY, sigkill_at_checkpoint
 
 STEPS, CKPT = 200, 30
 RUN = [*TINY, f"train.steps={STEPS}", f"train.ckpt_interval={CKPT}", "train.eval_interval=100", "optim.lr=3e-3"]
@@ -42,15 +38,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(make_cfg, cli_env, train_
 
     run_dir = tmp_path / "killed"
     args = [*RUN, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    proc = subprocess.Popen([PYTHON, "-m", "experiments.train", *args], cwd=REPO, env=cli_env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ckpts = run_dir / "checkpoints"
-    deadline = time.monotonic() + 300
-    while not any(ckpts.glob("step_*/state.pt")) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, f"the run ended before it could be killed: {err.decode()[-2000:]}"
+    sigkill_at_checkpoint(args, cli_env, run_dir / "checkpoints", "step_*/state.pt")
     killed_at = max(r["step"] for r in rows(run_dir))
     assert killed_at < STEPS
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "running"
