@@ -13,6 +13,9 @@ refuses is one line on stderr and exit 2, and nothing is written (Hydra has not 
   null or single value, and a value of the wrong type (`seed=abc`), each value of a sweep included;
 * anything else Hydra's composition refuses, as its first line naming the key;
 * a run dir or sweep dir (given or Hydra's default) that is not a directory or cannot be created (`/proc/x`);
+* a budget given twice (`experiment=X train.steps=20` where X sets train.tokens; experiments.run.budget), a bad
+  ARCHLAB_MAX_STEPS, and a missing data file of the run or of a sweep's first point, named with how to get it
+  when it is a findings' pre-registered file (experiments.config.data_files);
 * a single run: every value check of experiments.config.check.validate (`optim.lr=-1`, a missing tokenizer.path);
   a dir that holds a run, without train.resume=true / train.overwrite=true; a resume whose dir holds a run of
   another model (Hydra would write .hydra/ over the old run's before train() refused).
@@ -36,9 +39,11 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config.argv import parse_command
 from experiments.config.check import validate
 from experiments.config.compose import CONF_DIR, compose_config
+from experiments.config.data_files import check_data_files
 from experiments.config.errors import ConfigError
 from experiments.config.rules import close_key, omegaconf_error
 from experiments.config.rundir_check import check_resume, check_run_dirs
+from experiments.run.budget import check_budget_given_once, max_steps_cap
 
 # launcher plugin config -> (its module, the archlab extra that installs it)
 LAUNCHER_PLUGINS = {
@@ -205,6 +210,11 @@ def precheck(argv: list[str]) -> None:
     cfg = compose_config([p for p in point if p], return_hydra_config=True)
     if args.cfg:
         return  # --cfg prints the config and exits: nothing is written
+    experiment = next((str(o.value()) for o in overrides if o.key_or_group == "experiment"
+                       and not o.is_sweep_override()), None)
+    check_budget_given_once([(o.key_or_group, _values(o) or []) for o in keyed], cfg.train, experiment)
+    max_steps_cap()
+    check_data_files(cfg, experiment)
     resume, overwrite = _flag(overrides, "train.resume"), _flag(overrides, "train.overwrite")
     run_dir = check_run_dirs(cfg, multirun=bool(args.multirun), resume=resume, overwrite=overwrite)
     if args.multirun:
