@@ -13,8 +13,12 @@ instead. Modules, one concept each:
     runs.py        find run dirs, read them into `Run` records (status, reason): read_run / read_runs
     grouping.py    group runs by the config keys that differ; labels and colours
     stats.py       the numbers: series, interpolation, mean ± std bands, EMA, per-group / per-run tables, budgets
-    significance.py  t-intervals of a difference (paired by seed / Welch), verdict, seeds needed for 80% power
-    comparison.py  every group against the baseline group, per metric: comparison.json (scipy, imported on use)
+    significance.py  t-intervals of a difference (paired by seed / Welch), verdict, Holm's correction, seeds needed
+                   for 80% power against a stated smallest effect (--sesoi)
+    pairwise.py    every pair of groups on the final metric, Holm-corrected, and the ranking
+    headline.py    the report's first lines: which group won, by how much, how sure (read_headline)
+    comparison.py  the pairwise view and every group against the baseline group, per metric: comparison.json
+                   (scipy, imported on use)
     tuning.py      a tuned sweep (tuning.json): its final runs only, the tuned/untuned label, the tuning table;
                    basin.py draws its basin.png (final loss vs lr per arm)
     figures.py     which figures apply and their data;  plots.py  drawing them (matplotlib)

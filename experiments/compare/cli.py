@@ -1,7 +1,8 @@
-"""The command line of `python -m experiments.compare` (see docs/compare.md): parse, build, print the path.
+"""The command line of `python -m experiments.compare` (see docs/compare.md): parse, build, print the report's
+headline (which group won, by how much, how sure: headline.py) and then the path of report.html.
 
 Every user error is one line `compare: error: ...` on stderr with exit status 2, no traceback; a value out of its
-range (`--smooth 1`) is refused by the parser, before any run is read.
+range (`--smooth 1`, `--sesoi 0`) is refused by the parser, before any run is read.
 Not handled here: anything the report does (report.py).
 """
 
@@ -11,10 +12,11 @@ import argparse
 import sys
 from typing import Sequence
 
+from experiments.compare.headline import read_headline
 from experiments.compare.report import X_KEYS, build_report, check_out_dir
 from experiments.compare.runs import Run, RunsError
 from experiments.compare.wandb_pull import pull_runs
-from tokenizer.cli_args import OneLineParser, UsageError, fail, float_in, non_empty
+from tokenizer.cli_args import OneLineParser, UsageError, fail, float_in, non_empty, positive_float
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                    "compared with: its label or 0-based index (default: the first group)")
     p.add_argument("--smooth", type=float_in(0, 1, high_open=True), default=0.0, metavar="ALPHA", help="EMA smoothing of the train-loss "
                    "curves in [0, 1), wandb's time-weighted EMA (default 0 = off)")
+    p.add_argument("--sesoi", type=positive_float, metavar="DELTA", help="smallest difference of interest, in "
+                   "--metric's units (e.g. 0.02 nats): the tables give the seeds per group 80%% power needs against "
+                   "it (default: no such column)")
     p.add_argument("--analysis", action="store_true", help="add the Analysis section: attention entropy per layer "
                    "over training, and the logit lens and per-head attention entropy of each completed run's best "
                    "checkpoint (loads the weights; CPU)")
@@ -64,9 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = "python -m experiments.compare " + " ".join(argv if argv is not None else sys.argv[1:])
         report = build_report(args.paths, args.out, by=args.by, metric=args.metric, x=args.x,
                               allow_mixed=args.allow_mixed, runs=runs, command=cmd, baseline=args.baseline,
-                              smooth=args.smooth, analysis=args.analysis)
+                              smooth=args.smooth, analysis=args.analysis, sesoi=args.sesoi)
     except RunsError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2
+    for line in read_headline(report):
+        print(line)
     print(report)
     return 0

@@ -51,6 +51,35 @@ def figure_names(metric: str) -> list[str]:
 # ---------------------------------------------------------------- figure data
 
 
+def extrap_note(runs: list[Run]) -> str:
+    """Why the 1× value differs from the table's final val/loss: the two evals score different tokens."""
+    cfg = {(r.flat.get("train.extrap_max_tokens"), r.flat.get("train.eval_batches"), r.flat.get("train.eval_batch_size"))
+           for r in runs}
+    (limit, batches, batch), = cfg if len(cfg) == 1 else ((None, None, None),)
+    first = f"the first {limit:,} tokens" if isinstance(limit, int) else "the first train.extrap_max_tokens tokens"
+    spread = (f"{batches} × {batch} windows" if isinstance(batches, int) and isinstance(batch, int)
+              else "train.eval_batches × train.eval_batch_size windows")
+    return (f"The 1× value is not the tables' final val/loss: it scores {first} of the validation split, while "
+            f"val/loss scores {spread} spread over the whole split, so the two differ by sampling.")
+
+
+def curve_caption(key: str, x: str, points: list[int]) -> str:
+    """The caption of a curve figure whose groups have `points` grid points each: lines with bands, points with
+    error bars (a metric evaluated once per run), or both."""
+    bad = " Dashed lines ending in × are diverged/interrupted/failed runs, excluded from the mean."
+    single = [n for n in points if n == 1]
+    if single and len(single) == len([n for n in points if n]):
+        return (f"{key} was evaluated once per run, so there is no curve: each point is a group's mean over seeds "
+                f"at that {x}, the error bar ± 1 std (none with one seed); groups are shifted sideways a little so "
+                "equal values stay visible." + bad)
+    caption = (f"Mean over seeds (line) ± 1 std (band), linearly interpolated onto a common {x} grid where the runs "
+               "overlap.")
+    if single:
+        caption += " Groups evaluated once per run are points with ± 1 std error bars."
+    return caption + bad
+
+
+
 def _curve_data(groups: list[Group], key: str, x: str, smooth: float = 0.0) -> list[dict[str, Any]]:
     """Per group: mean ± std band of its good runs, and its bad runs' finite prefixes. With `smooth` > 0 every run
     is EMA-smoothed first (stats.ema over the x span of the whole figure, as wandb smooths over the chart's) and
@@ -227,8 +256,7 @@ def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str],
         f = f"curve_{slug(key)}.png"
         title = f"{key} vs {xl}" + (f" (EMA smoothing {alpha:g})" if alpha else "")
         plots.plot_curves(out / f, data, x, key, title)
-        caption = (f"Mean over seeds (line) ± 1 std (band), linearly interpolated onto a common {x} grid where the "
-                   "runs overlap. Dashed lines ending in × are diverged/interrupted/failed runs, excluded from the mean.")
+        caption = curve_caption(key, x, [len(d["grid"]) for d in data])
         if alpha:
             caption += (f" Each run smoothed with wandb's time-weighted EMA (--smooth {alpha:g}) before averaging; "
                         "the faint line is the unsmoothed mean.")
@@ -253,7 +281,8 @@ def draw_figures(out: Path, runs: list[Run], groups: list[Group], by: list[str],
         n_ctx_v = next(iter(n_ctx)) if len(n_ctx) == 1 and isinstance(next(iter(n_ctx)), int) else None
         plots.plot_extrapolation(out / "extrapolation.png", ex, modes, n_ctx_v, "Length extrapolation: val loss vs eval length")
         cap = ("Final eval's loss at 1×, 2×, 4×, 8× the training context, mean ± std over seeds; "
-               "nonoverlap = disjoint windows, sliding = every token scored with maximal left context.")
+               "nonoverlap = disjoint windows, sliding = every token scored with maximal left context. "
+               + extrap_note(runs))
         if ex_notes:
             cap += " N/A points omitted: " + "; ".join(ex_notes) + "."
         add("extrapolation.png", "Length extrapolation", cap)

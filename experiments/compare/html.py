@@ -16,17 +16,20 @@ from typing import Any
 from experiments.compare.analysis import ANALYSIS_NOTE, LENS_TABLE_NOTE
 from experiments.compare.runs import EXCLUDED_STATUSES
 from experiments.compare.tables import (
-    BASELINE_NOTE,
     RUN_PATH_COL,
     RUN_REASON_COL,
     RUN_STATUS_COL,
     VERDICT_COL,
+    baseline_note,
     baseline_table,
     budget_text,
     diff_table,
     excluded_line,
     excluded_runs,
+    group_order,
     group_table,
+    pairwise_note,
+    pairwise_table,
     run_table,
     status_text,
 )
@@ -43,7 +46,8 @@ h3 { font-size: 15px; margin: 22px 0 6px; }
 .meta { color: var(--muted); margin: 2px 0; }
 code { background: var(--head); padding: 1px 5px; border-radius: 4px; font-size: 12.5px; }
 nav a { margin-right: 14px; color: var(--accent); text-decoration: none; }
-.table-wrap { overflow-x: auto; }
+.table-wrap { overflow-x: auto; max-width: 100%; }
+.scroll-box { max-height: 70vh; overflow: auto; border: 1px solid var(--line); border-radius: 6px; }
 table { border-collapse: collapse; margin: 6px 0 4px; font-size: 12.5px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 7px; text-align: right; white-space: nowrap; }
 th { background: var(--head); font-weight: 600; position: sticky; top: 0; }
@@ -62,6 +66,8 @@ tr.bad td { background: #fff1f0; }
 .st-better { background: #e3f4e8; color: #17672f; } .st-worse { background: #fde2df; color: #a8231a; }
 .st-baseline { background: var(--head); color: var(--muted); }
 p.headline { font-weight: 600; color: #a8231a; }
+#verdict { border-left: 4px solid var(--accent); background: #f3f7fc; padding: 8px 14px; margin: 12px 0 8px; }
+#verdict p { margin: 3px 0; } #verdict p.lead { font-size: 15px; font-weight: 600; }
 ul.excluded li { margin: 2px 0; }
 figure { margin: 18px 0 28px; }
 figure img { max-width: 100%; border: 1px solid var(--line); border-radius: 6px; }
@@ -115,10 +121,14 @@ def _data_v(v: Any) -> str:
 
 def _html_table(head: list[str], rows: list[list[tuple[str, Any]]], left: set[int], sortable: bool = True,
                 colors: list[str] | None = None, swatch_col: int = 0, status_col: int | None = None,
-                bad_rows: list[bool] | None = None, table_id: str = "", title_col: int | None = None) -> str:
+                bad_rows: list[bool] | None = None, table_id: str = "", title_col: int | None = None,
+                box: bool = False) -> str:
+    """A table in a div that scrolls sideways when it is wider than the page; `box`: also scrolls down, inside a
+    framed box of at most 70% of the window's height (the runs table)."""
     cls = ' class="sortable"' if sortable else ""
     tid = f' id="{table_id}"' if table_id else ""
-    out = [f"<div class=\"table-wrap\"><table{cls}{tid}><thead><tr>"]
+    wrap = "table-wrap scroll-box" if box else "table-wrap"
+    out = [f"<div class=\"{wrap}\"><table{cls}{tid}><thead><tr>"]
     out += [f'<th class="{"l" if i in left else ""}">{_e(h)}</th>' for i, h in enumerate(head)]
     out.append("</tr></thead><tbody>")
     for ri, row in enumerate(rows):
@@ -167,12 +177,21 @@ def _analysis(section: dict[str, Any], out_dir: Path) -> list[str]:
     return parts
 
 
+def _verdict(ctx: dict[str, Any]) -> str:
+    """The headline (headline.py) as the page's first lines: the verdict, then the means and the seeds line."""
+    lines = ctx["comparison"]["headline"]["lines"]
+    if not lines:
+        return ""
+    return ("<div id=\"verdict\">" + f"<p class=\"lead\">{_e(lines[0])}</p>"
+            + "".join(f"<p class=\"meta\">{_e(line)}</p>" for line in lines[1:]) + "</div>")
+
+
 def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
     """report.html's text: self-contained (inline CSS, JS and the PNGs of ctx["figures"] from out_dir, base64)."""
     parts = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
              f"<title>{_e(ctx['title'])}</title><style>{CSS}</style></head><body>",
-             f"<h1>{_e(ctx['title'])}</h1>",
+             f"<h1>{_e(ctx['title'])}</h1>", _verdict(ctx),
              f"<p class=\"meta\">{ctx['n_runs']} runs ({_e(status_text(ctx))}) in {len(ctx['groups'])} groups, "
              f"grouped by {' '.join(f'<code>{_e(k)}</code>' for k in ctx['by']) or '(nothing differs)'}; "
              f"metric <code>{_e(ctx['metric'])}</code>, x axis <code>{_e(ctx['x'])}</code>.</p>",
@@ -181,7 +200,8 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
              + (f" from <code>{_e(ctx['root'])}</code>" if ctx["root"] else "") + ".</p>"]
     if ctx["headline"]:
         parts.append(f"<p class=\"headline\">{_e(ctx['headline'])}</p>")
-    parts.append("<nav><a href=\"#groups\">Groups</a><a href=\"#baseline\">Differences vs baseline</a>"
+    parts.append("<nav><a href=\"#groups\">Groups</a><a href=\"#pairwise\">All pairwise differences</a>"
+                 "<a href=\"#baseline\">Differences vs baseline</a>"
                  "<a href=\"#config\">Config differences</a>"
                  "<a href=\"#figures\">Figures</a>"
                  + ("<a href=\"#analysis\">Analysis</a>" if ctx.get("analysis") is not None else "")
@@ -191,7 +211,8 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
     parts += ["<h2 id=\"groups\">Groups</h2>",
               "<p class=\"meta\">Mean ± sample std over the completed seeds of each group (n); diverged, interrupted "
               "and failed runs are counted in brackets, not averaged in. Click a header to sort.</p>",
-              _html_table(head, rows, left={0, 1}, colors=[g["color"] for g in ctx["groups"]], table_id="groups-table")]
+              _html_table(head, rows, left={0, 1}, colors=[ctx["groups"][i]["color"] for i in group_order(ctx)],
+                          table_id="groups-table")]
     excluded = excluded_runs(ctx)
     if excluded:
         parts += ["<h3 id=\"excluded\">Runs not in the means</h3><ul class=\"excluded\">"]
@@ -199,10 +220,16 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
                   for r in excluded]
         parts.append("</ul>")
 
+    head, rows = pairwise_table(ctx)
+    colors = [ctx["groups"][d["better_index"]]["color"] for d in ctx["comparison"]["pairwise"]["pairs"]]
+    parts += ["<h2 id=\"pairwise\">All pairwise differences</h2>",
+              f"<p class=\"meta\"><strong>Protocol: {_e(ctx['protocol'])}.</strong> {_e(pairwise_note(ctx))}</p>",
+              _html_table(head, rows, left={0, 1, VERDICT_COL, len(head) - 1}, colors=colors, status_col=VERDICT_COL,
+                          table_id="pairwise-table")]
     head, rows = baseline_table(ctx)
     colors = [ctx["groups"][g["index"]]["color"] for m in ctx["comparison"]["metrics"] for g in m["groups"]]
     parts += [f"<h2 id=\"baseline\">Differences vs baseline {_e(ctx['comparison']['baseline']['label'])}</h2>",
-              f"<p class=\"meta\"><strong>Protocol: {_e(ctx['protocol'])}.</strong> {_e(BASELINE_NOTE)}</p>",
+              f"<p class=\"meta\">{_e(baseline_note(ctx))}</p>",
               _html_table(head, rows, left={0, 1, VERDICT_COL, len(head) - 1}, colors=colors,
                           swatch_col=1, status_col=VERDICT_COL, table_id="baseline-table")]
 
@@ -234,7 +261,7 @@ def render_html(ctx: dict[str, Any], out_dir: Path) -> str:
               _html_table(head, rows, left={0, RUN_STATUS_COL, RUN_PATH_COL, RUN_REASON_COL},
                           colors=[r["color"] for r in ctx["runs"]], swatch_col=0, status_col=RUN_STATUS_COL,
                           title_col=RUN_PATH_COL, bad_rows=[r["status"] in EXCLUDED_STATUSES for r in ctx["runs"]],
-                          table_id="runs-table")]
+                          table_id="runs-table", box=True)]
     if ctx["command"]:
         parts.append(f"<footer>Reproduce: <code>{_e(ctx['command'])}</code></footer>")
     parts.append(f"<script>{JS}</script></body></html>")

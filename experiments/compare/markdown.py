@@ -9,13 +9,15 @@ from typing import Any
 
 from experiments.compare.analysis import ANALYSIS_NOTE, LENS_TABLE_NOTE
 from experiments.compare.tables import (
-    BASELINE_NOTE,
+    baseline_note,
     baseline_table,
     budget_text,
     diff_table,
     excluded_line,
     excluded_runs,
     group_table,
+    pairwise_note,
+    pairwise_table,
     run_table,
     status_text,
 )
@@ -32,10 +34,12 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def render_markdown(ctx: dict[str, Any]) -> str:
-    """report.md's text: headline, groups, runs not in the means, differences vs baseline, config differences,
-    runs, figures, notes."""
-    lines = [f"# {ctx['title']}", "",
-             f"{ctx['n_runs']} runs ({status_text(ctx)}), grouped by {', '.join(ctx['by']) or '(nothing differs)'}; "
+    """report.md's text: headline, groups, runs not in the means, all pairwise differences, differences vs
+    baseline, config differences, runs, figures, notes."""
+    verdict = ctx["comparison"]["headline"]["lines"]
+    lines = [f"# {ctx['title']}", ""] + ([f"**{verdict[0]}**", ""] + [f"{v}  " for v in verdict[1:]] + [""]
+                                         if verdict else [])
+    lines += [f"{ctx['n_runs']} runs ({status_text(ctx)}), grouped by {', '.join(ctx['by']) or '(nothing differs)'}; "
              f"metric `{ctx['metric']}`, x = `{ctx['x']}`. Mean ± sample std over completed seeds; "
              "diverged/interrupted/failed runs are counted separately.", ""]
     if budget_text(ctx):
@@ -48,8 +52,10 @@ def render_markdown(ctx: dict[str, Any]) -> str:
     excluded = excluded_runs(ctx)
     if excluded:
         lines += ["", "## Runs not in the means", ""] + [f"- {_md_cell(excluded_line(r))}" for r in excluded]
-    lines += ["", f"## Differences vs baseline {ctx['comparison']['baseline']['label']}", "",
-              f"**Protocol: {ctx['protocol']}.** {BASELINE_NOTE}", ""]
+    lines += ["", "## All pairwise differences", "", f"**Protocol: {ctx['protocol']}.** {pairwise_note(ctx)}", ""]
+    head, rows = pairwise_table(ctx)
+    lines += _md_table(head, [[c[0] for c in row] for row in rows])
+    lines += ["", f"## Differences vs baseline {ctx['comparison']['baseline']['label']}", "", baseline_note(ctx), ""]
     head, rows = baseline_table(ctx)
     lines += _md_table(head, [[c[0] for c in row] for row in rows])
     if ctx.get("tuning"):

@@ -3,7 +3,9 @@
 Every function takes data already aggregated by figures.py, draws one figure and writes one PNG (atomically,
 through rundir.atomic_write: a symlink in its place is replaced, never written through). Group `i` keeps colour
 `i`, and in line charts dash and marker `i` (line_style), in every figure: a curve lying exactly on another's still
-shows, and a line of a single point is its marker. Diverged / interrupted / failed runs are drawn as thin dashed
+shows. Where groups share x positions (per-layer, per-length, per-factor and single-evaluation points) each group is
+shifted a little sideways (dodge), so equal values with their error bars sit side by side instead of on top of each
+other. A group whose metric has a single evaluation is a point with a ± std error bar, not a line. Diverged / interrupted / failed runs are drawn as thin dashed
 lines ending in an × (the last finite point), never dropped. Not handled here: deciding whether a plot applies
 (figures.py).
 """
@@ -74,16 +76,31 @@ def line_style(index: int, n_points: int) -> dict[str, Any]:
             "markevery": (index * max(1, step // 4) % step, step)}
 
 
+def dodge(position: int, count: int, width: float) -> float:
+    """Sideways offset of series `position` of `count` drawn side by side `width` apart, centred on 0.
+    Example: [dodge(i, 3, 0.1) for i in range(3)] -> [-0.1, 0.0, 0.1]"""
+    return (position - (count - 1) / 2) * width
+
+
 def plot_curves(path: Path, groups: list[dict[str, Any]], x: str, metric: str, title: str) -> Path:
     """Mean ± std band per group on a common x grid, plus dashed diverged runs ending in ×; with smoothing, the
-    unsmoothed mean (`raw`, on the same grid) is a faint line behind the smoothed one.
+    unsmoothed mean (`raw`, on the same grid) is a faint line behind the smoothed one. A group with a single grid
+    point (one evaluation) is its mean with a ± std error bar, dodged sideways by 1% of the x span per group.
 
     groups: [{label, color, index, grid, mean, std, raw: mean or None, n_runs, bad: [(xs, ys)]}]."""
     fig, ax = plt.subplots(figsize=(9.5, 5.4))
     finite = []
-    for g in groups:
+    ends = [float(v) for g in groups if g["grid"] is not None and len(g["grid"]) for v in g["grid"][[0, -1]]]
+    span = ((max(ends) - min(ends)) or abs(max(ends))) if ends else 0.0
+    span = span or 1.0  # the x extent single points are dodged across
+    for pos, g in enumerate(groups):
         grid, mean, std = g["grid"], g["mean"], g["std"]
-        if grid is not None and len(grid):
+        if grid is not None and len(grid) == 1:
+            ax.errorbar(grid + dodge(pos, len(groups), 0.01 * span), mean, yerr=np.where(np.isfinite(std), std, 0),
+                        color=g["color"], fmt=MARKERS[g["index"] % len(MARKERS)], ms=7, capsize=5, lw=2,
+                        label=f"{g['label']} (n={g['n_runs']})")
+            finite.append(np.concatenate([mean - np.nan_to_num(std), mean + np.nan_to_num(std)]))
+        elif grid is not None and len(grid):
             label = f"{g['label']} (n={g['n_runs']})"
             if g.get("raw") is not None:
                 ax.plot(grid, g["raw"], color=g["color"], lw=1, alpha=0.3, zorder=1)
@@ -152,12 +169,13 @@ def plot_extrapolation(path: Path, groups: list[dict[str, Any]], modes: list[str
     fig, axes = plt.subplots(1, len(modes), figsize=(6.2 * len(modes), 4.9), squeeze=False, sharey=True)
     ks_all = sorted({k for g in groups for m in modes for k, *_ in g["points"].get(m, [])})
     for ax, mode in zip(axes[0], modes):
-        for g in groups:
+        for pos, g in enumerate(groups):
             pts = g["points"].get(mode, [])
             if not pts:
                 continue
             ks, mean, std, _ = (np.asarray(v, dtype=float) for v in zip(*pts))
-            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5, capsize=3, lw=2,
+            ax.errorbar(ks * 2 ** dodge(pos, len(groups), 0.05), mean, yerr=np.where(np.isfinite(std), std, 0),
+                        color=g["color"], ms=5, capsize=3, lw=2,
                         label=g["label"], **line_style(g["index"], len(ks)))
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks_all)
@@ -181,10 +199,11 @@ def plot_by_length(path: Path, groups: list[dict[str, Any]], ylabel: str, traine
     fig, ax = plt.subplots(figsize=(7.4, 4.7))
     if trained:
         ax.axvspan(trained[0] - 0.5, trained[1] + 0.5, color="#000000", alpha=0.06, lw=0, label="training lengths")
-    for g in groups:
+    for pos, g in enumerate(groups):
         if g["points"]:
             ks, mean, std, _ = (np.asarray(v, dtype=float) for v in zip(*g["points"]))
-            ax.errorbar(ks, mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=4, capsize=3, lw=2,
+            ax.errorbar(ks + dodge(pos, len(groups), 0.08), mean, yerr=np.where(np.isfinite(std), std, 0),
+                        color=g["color"], ms=4, capsize=3, lw=2,
                         label=g["label"], **line_style(g["index"], len(ks)))
     ax.set_xlabel("task length")
     ax.set_ylabel(ylabel)
@@ -199,10 +218,11 @@ def plot_grad_norms(path: Path, groups: list[dict[str, Any]], panels: list[str],
     groups: [{label, color, index, layers, phases: {panel: (mean, std)}, bad: {panel: [per-layer arrays]}}]."""
     fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.7), squeeze=False, sharey=True)
     for ax, panel in zip(axes[0], panels):
-        for g in groups:
+        for pos, g in enumerate(groups):
             if panel in g["phases"]:
                 mean, std = g["phases"][panel]
-                ax.errorbar(g["layers"], mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5,
+                ax.errorbar(np.asarray(g["layers"]) + dodge(pos, len(groups), 0.06), mean,
+                            yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5,
                             capsize=3, lw=2, label=g["label"], **line_style(g["index"], len(g["layers"])))
             for arr in g["bad"].get(panel, []):
                 ax.plot(g["layers"], arr, color=g["color"], ls="--", lw=1, marker="x", ms=6, alpha=0.8)
@@ -327,9 +347,10 @@ def plot_logit_lens(path: Path, groups: list[dict[str, Any]], title: str) -> Pat
     depth = max(g["layers"] for g in groups)
     for ax, key, ylabel in ((axes[0], "logp", "mean log p(next token) (nats)"),
                             (axes[1], "top1", "top-1 accuracy")):
-        for g in groups:
+        for pos, g in enumerate(groups):
             mean, std = g[key]
-            ax.errorbar(np.arange(len(mean)), mean, yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5,
+            ax.errorbar(np.arange(len(mean)) + dodge(pos, len(groups), 0.06), mean,
+                        yerr=np.where(np.isfinite(std), std, 0), color=g["color"], ms=5,
                         capsize=3, lw=2, label=f"{g['label']} (n={g['n']})", **line_style(g["index"], len(mean)))
         ticks = list(range(depth + 1)) if depth <= 16 else list(range(0, depth + 1, max(1, depth // 12)))
         ax.set_xticks(ticks)

@@ -12,6 +12,7 @@ Not handled: two builds writing one out dir at the same time.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from datetime import datetime, timezone
@@ -87,12 +88,15 @@ def _names(metric: str, analysis: bool = False) -> list[str]:
 def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | os.PathLike | None = None,
                  by: Sequence[str] | None = None, metric: str = "val/loss", x: str = "tokens",
                  allow_mixed: bool = False, runs: list[Run] | None = None, command: str | None = None,
-                 baseline: str | int | None = None, smooth: float = 0.0, analysis: bool = False) -> Path:
+                 baseline: str | int | None = None, smooth: float = 0.0, analysis: bool = False,
+                 sesoi: float | None = None) -> Path:
     """Load runs, group them, write report.html / report.md / comparison.json / PNGs into out_dir; returns
     report.html's path. `baseline`: the group the others are compared with (label or 0-based index; default the
     first); `smooth`: EMA weight in [0, 1) for the train-loss curves (0 = off; the command line refuses others);
     `analysis`: add the Analysis section (attention entropy, logit lens, per-head entropy: analysis.py; loads every
-    completed run's weights).
+    completed run's weights); `sesoi`: the smallest difference of interest in `metric`'s units, for which the
+    tables give the seeds per group 80% power needs (None: no such column). The headline (which group won, by how
+    much, how sure: headline.py) is in comparison.json's "headline"; headline.read_headline(path) returns it.
 
     Example: build_report(["multirun/pos_encodings/2026-01-01_00-00-00"], None, by=["model.pos.kind"])
     Raises RunsError on bad input (no runs, mixed experiments, unknown metric, --by key or --baseline group,
@@ -104,13 +108,15 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
 
     if x not in X_KEYS:
         raise RunsError(f"--x must be one of {', '.join(X_KEYS)}, got {x!r}")
+    if sesoi is not None and not (math.isfinite(sesoi) and sesoi > 0):
+        raise RunsError(f"--sesoi must be a finite number > 0, got {sesoi!r}")
     names = _names(metric, analysis)
     report_dir = check_out_dir(out_dir, metric, analysis) if out_dir is not None else None  # before any run is read
     runs = list(runs or []) + (read_runs(run_paths) if run_paths else [])
     if not runs:
         raise RunsError("no runs to compare")
-    tuned = find_tuned(run_paths or [])
-    runs, _ = split_runs(runs, tuned)  # a tuned sweep: its final runs only, never its tuning runs (tuning.py)
+    tuned = find_tuned(run_paths or [], runs)
+    runs, set_aside = split_runs(runs, tuned)  # a tuned sweep: its final runs only, never its tuning runs (tuning.py)
     if not allow_mixed:
         check_single_experiment(runs)
     by = list(by) if by else default_group_keys(runs)
@@ -119,7 +125,7 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
     groups = group_runs(runs, by)
     base = resolve_baseline(groups, baseline)
     if report_dir is None:
-        report_dir = ReportDir(default_out_dir(runs))
+        report_dir = ReportDir(default_out_dir([*runs, *set_aside]))  # a tuned sweep's: <sweep dir>/report
         report_dir.check(names)
     out = report_dir.path
     with report_dir.writing():  # an OSError from here on (disk full) is one line, naming the out dir
@@ -138,7 +144,7 @@ def build_report(run_paths: Sequence[str | os.PathLike] | None, out_dir: str | o
             from experiments.compare.basin import draw_basin  # matplotlib: imported when a report is built
 
             tuning = {"text": tuning_text(tuned), "table": tuning_table(tuned), "figure": draw_basin(out, tuned)}
-        comparison = {**compare_groups(groups, by, metric, base), "protocol": protocol(runs, tuned)}
+        comparison = compare_groups(groups, by, metric, base, sesoi=sesoi, protocol=protocol(runs, tuned))
         keys, cells, noise = config_diff(runs, groups)
         status_counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
         ctx = {

@@ -1,5 +1,5 @@
-"""Is a group's metric different from the baseline's? t-intervals on the difference of means, a verdict, and how
-many seeds would settle it.
+"""Is a group's metric different from another's? t-intervals on the difference of means, a verdict, Holm's
+correction across many such differences, and how many seeds would resolve a difference the user cares about.
 
     difference(values=[3.11, 3.14, 3.15], base=[3.30, 3.32, 3.34], seeds=[0, 1, 2], base_seeds=[0, 1, 2],
                higher_better=False)
@@ -15,13 +15,15 @@ Handled (the intervals and p-values are scipy.stats'; the formulas are in docs/c
 * n < 2 in either group: no interval (there is no spread to estimate), verdict `not distinguishable`;
 * zero spread (identical per-seed differences; unpaired, identical values within each group), up to rounding
   (REL_TOL): no interval either, never p = 0 or a zero-width interval (note `zero spread: no interval`);
-* seeds needed: the smallest n per group at which the same test, two-sided at 95%, has 80% power against a true
-  difference of the observed size, with the observed spread taken as the truth. Exact power from the noncentral t
-  (scipy.stats.nct), not the normal approximation: paired, df = n-1 and noncentrality |d̄|·√n/s_d; unpaired, the
-  equal-n two-sample t-test with the pooled variance s_p² = ((n_x-1)s_x² + (n_y-1)s_y²)/(n_x+n_y-2), df = 2n-2 and
-  noncentrality |x̄-ȳ|/(s_p·√(2/n)) (Welch's test at equal n is within a seed of it).
-Not handled: multiple-comparison correction (each group is one test against the baseline, each at 95%),
-non-normal small samples (the t-interval assumes roughly normal values), which runs count (comparison.py).
+* seeds needed, only for a smallest effect of interest `sesoi` the user states (never the observed difference: that
+  post-hoc power says nothing the p-value does not): the smallest n per group at which the same test, two-sided at
+  95%, has 80% power against a true difference of `sesoi`, with the observed spread taken as the truth. Exact
+  power from the noncentral t (scipy.stats.nct), not the normal approximation: paired, df = n-1 and noncentrality
+  |sesoi|·√n/s_d; unpaired, the equal-n two-sample t-test with the pooled variance
+  s_p² = ((n_x-1)s_x² + (n_y-1)s_y²)/(n_x+n_y-2), df = 2n-2 and noncentrality |sesoi|/(s_p·√(2/n)) (Welch's test at equal n is within a seed of it);
+* `holm`: Holm's step-down adjusted p-values of a family of tests (pairwise.py applies it to every pair of groups).
+Not handled: correction inside `difference` (each call is one test at 95%), non-normal small samples (the
+t-interval assumes roughly normal values), which runs count (comparison.py).
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ class Difference:
     df: float | None  # degrees of freedom of the t distribution used; None without an interval
     p: float | None  # two-sided p-value of diff = 0
     verdict: str  # one of VERDICTS
-    seeds_needed: int | None  # seeds per group for POWER at LEVEL; None: no spread to estimate / no difference / > MAX_SEEDS
+    seeds_needed: int | None  # seeds per group for POWER at LEVEL against `sesoi`; None: no sesoi / no spread / > MAX_SEEDS
     note: str = ""  # why there is no interval or no seeds_needed ("n=1: no interval", "zero spread: no interval")
+    sd: float | None = None  # the spread seeds_needed takes as the truth: s_d (paired) or the pooled sd; None: no test
 
 
 def _finite(values: Sequence[float | None]) -> np.ndarray:
@@ -130,9 +133,10 @@ def pairable(seeds: Sequence[Any] | None, base_seeds: Sequence[Any] | None) -> b
 
 def difference(values: Sequence[float], base: Sequence[float], higher_better: bool,
                seeds: Sequence[Any] | None = None, base_seeds: Sequence[Any] | None = None,
-               level: float = LEVEL) -> Difference:
+               level: float = LEVEL, sesoi: float | None = None) -> Difference:
     """Group `values` against baseline `base` (finite numbers, one per run; `seeds[i]` ran `values[i]`).
-    Paired by seed when `pairable(seeds, base_seeds)`, else Welch; see the module docstring."""
+    Paired by seed when `pairable(seeds, base_seeds)`, else Welch; see the module docstring. `sesoi`: the smallest
+    difference of interest, in the metric's units; seeds_needed is computed for it (None without one)."""
     x, y = np.asarray(values, dtype=float), np.asarray(base, dtype=float)
     diff = float(x.mean() - y.mean()) if len(x) and len(y) else math.nan
     if min(len(x), len(y)) < 2:
@@ -151,11 +155,25 @@ def difference(values: Sequence[float], base: Sequence[float], higher_better: bo
         warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
         result = sps.ttest_rel(x, y) if test == "paired" else sps.ttest_ind(x, y, equal_var=False)
     ci = _interval(result, level)
-    need = seeds_needed(diff, sd, paired=test == "paired", level=level)
-    note = "" if need is not None else ("no difference observed" if diff == 0 else f"more than {MAX_SEEDS} seeds")
+    need = seeds_needed(sesoi, sd, paired=test == "paired", level=level) if sesoi else None
+    note = f"more than {MAX_SEEDS} seeds" if sesoi and need is None else ""
     return Difference(test, len(x), len(y), diff, ci, float(result.df), float(result.pvalue),
-                      verdict(ci, higher_better), need, note)
+                      verdict(ci, higher_better), need, note, sd)
 
 
 def _no_interval(test: str | None, x: np.ndarray, y: np.ndarray, diff: float, note: str) -> Difference:
     return Difference(test, len(x), len(y), diff, None, None, None, "not distinguishable", None, note)
+
+
+def holm(ps: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values, in the order given: with the m p-values sorted p_(1) <= ... <= p_(m),
+    adj_(i) = max over j <= i of min(1, (m - j + 1) · p_(j)). Rejecting where adj < α keeps the chance of any false
+    "distinguishable" in the family at most α. None (no test) stays None and does not count in m.
+    Example: holm([0.01, 0.04, 0.03]) -> [0.03, 0.06, 0.06]"""
+    order = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])  # type: ignore[arg-type,return-value]
+    out: list[float | None] = [None] * len(ps)
+    running = 0.0
+    for j, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - j) * float(ps[i])))  # type: ignore[arg-type]
+        out[i] = running
+    return out

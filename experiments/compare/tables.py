@@ -1,9 +1,10 @@
 """The report's tables as (header, rows) and its number formatting, shared by html.py and markdown.py.
 
 A row is a list of cells `(text, sort_value)`: the text is what both formats show, the sort value is what the
-HTML tables sort on. Tables: groups, differences vs the baseline group (from comparison.py's document), runs
-(every run, with its status and reason), config differences; plus one line per excluded run (diverged,
-interrupted, failed: never averaged in) and the sentence on which training budget the runs share.
+HTML tables sort on. Tables: groups (best final metric first), all pairwise differences and differences vs the
+baseline group (from comparison.py's document), runs (every run, with its status and reason), config differences;
+plus one line per excluded run (diverged, interrupted, failed: never averaged in) and the sentence on which
+training budget the runs share.
 Not handled here: computing anything (report.py hands over a ready `ctx` dict, see build_report).
 """
 
@@ -13,6 +14,7 @@ import math
 from typing import Any
 
 from experiments.compare.runs import EXCLUDED_STATUSES
+from experiments.compare.stats import higher_is_better
 
 Stat = tuple[float, float, int]
 Table = tuple[list[str], list[list[tuple[str, Any]]]]
@@ -99,16 +101,26 @@ def budget_text(ctx: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- tables
 
 
+def group_order(ctx: dict[str, Any]) -> list[int]:
+    """Positions in ctx["groups"], best final metric first (lowest loss, highest accuracy); groups without a
+    value last, in their own order."""
+    sign = -1.0 if higher_is_better(ctx["metric"]) else 1.0
+    means = [g["final"][0] for g in ctx["groups"]]
+    return sorted(range(len(means)), key=lambda i: (0, sign * means[i], i) if math.isfinite(means[i]) else (1, 0.0, i))
+
+
 def group_table(ctx: dict[str, Any]) -> Table:
+    """One row per group in group_order; the final val/bpb column is left out when it is the metric's."""
     m = ctx["metric"]
-    head = ["group", "runs", f"final {m}", f"best {m}", "final val/bpb", "params", "non-emb params", "tokens",
-            "tokens/s", "MFU", "wall time"]
+    bpb = m != "val/bpb"
+    head = ["group", "runs", f"final {m}", f"best {m}", *(["final val/bpb"] if bpb else []), "params",
+            "non-emb params", "tokens", "tokens/s", "MFU", "wall time"]
     rows = []
-    for g in ctx["groups"]:
+    for g in (ctx["groups"][i] for i in group_order(ctx)):
         rows.append([
             (g["group"], g["group"]), (g["runs"], g["n"]),
             (fmt_stat(g["final"], loss=True), g["final"][0]), (fmt_stat(g["best"], loss=True), g["best"][0]),
-            (fmt_stat(g["final_bpb"], loss=True), g["final_bpb"][0]),
+            *([(fmt_stat(g["final_bpb"], loss=True), g["final_bpb"][0])] if bpb else []),
             (fmt(g["params"][0]), g["params"][0]), (fmt(g["non_embedding_params"][0]), g["non_embedding_params"][0]),
             (fmt(g["tokens"][0]), g["tokens"][0]), (fmt_stat(g["tokens_per_s"], f=fmt3), g["tokens_per_s"][0]),
             (fmt_stat(g["mfu"], f=fmt_pct), g["mfu"][0]), (fmt_stat(g["wall_time_s"], f=fmt_time), g["wall_time_s"][0]),
@@ -133,22 +145,73 @@ def fmt_p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.2g}" if p < 0.01 else f"{p:.3f}"
 
 
-VERDICT_COL = 7  # column of baseline_table the HTML styles
+VERDICT_COL = 7  # column of baseline_table and pairwise_table the HTML styles
 # what baseline_table shows, in words (under its heading in both formats)
 BASELINE_NOTE = ("Δ = group mean − baseline mean, with its 95% t-interval: paired by seed when both groups ran the same "
                  "seeds, else Welch. Better / worse when the interval excludes 0 (read through the metric's "
-                 "direction: lower is better for losses), else not distinguishable at this n. Seeds/group: how many "
-                 "seeds per group would resolve a difference of this size with 80% power. Also in comparison.json.")
+                 "direction: lower is better for losses), else not distinguishable at this n. Each row is its own "
+                 "test, uncorrected for the others (the pairwise table above corrects). Also in comparison.json.")
+PAIRWISE_NOTE = ("Every pair of groups on the final {metric}, the better mean first, best vs runner-up on top: "
+                 "Δ = group − vs group with its own 95% t-interval (paired by seed when both ran the same seeds, else "
+                 "Welch) and p; Holm p is Holm's step-down correction over the {family} pairs with a test, and the "
+                 "verdict is better when Holm p < 0.05, else not distinguishable at this n.")
+SESOI_NOTE = (" Seeds/group: how many seeds per group give 80% power against a true difference of {sesoi:g} "
+              "(--sesoi) with the same test{where}, the observed spread taken as the truth.")
 
+
+def _seeds_cells(doc: dict[str, Any], d: dict[str, Any] | None, applies: bool = True) -> list[tuple[str, Any]]:
+    """The seeds-needed cell, only when a --sesoi was given; '—' where it does not apply (another metric)."""
+    if not doc.get("sesoi"):
+        return []
+    if d is None:
+        return [("", None)]
+    n = d["seeds_needed"] if applies else None
+    return [(str(n) if n is not None else "—", n)]
+
+
+def _seeds_head(doc: dict[str, Any]) -> list[str]:
+    return [f"seeds/group for {100 * doc['power']:g}% power at |Δ|={doc['sesoi']:g}"] if doc.get("sesoi") else []
+
+
+def pairwise_table(ctx: dict[str, Any]) -> Table:
+    """Every pair of groups on the final metric (pairwise.py): Δ and its 95% CI, the test, p, Holm p, verdict."""
+    doc = ctx["comparison"]
+    pw = doc["pairwise"]
+    head = ["group", "vs group", "n", f"Δ [{100 * doc['level']:g}% CI]", "test", "p", "Holm p", "verdict",
+            *_seeds_head(doc), "note"]
+    rows = []
+    for d in pw["pairs"]:
+        n = str(d["n"]) if d["n"] == d["n_worse"] else f"{d['n']} / {d['n_worse']}"
+        rows.append([(d["better"], d["better"]), (d["worse"], d["worse"]), (n, d["n"]),
+                     (f"{fmt_signed(d['diff'])} {fmt_ci(d['ci'])}", d["diff"]), (d["test"] or "—", d["test"] or ""),
+                     (fmt_p(d["p"]), d["p"]), (fmt_p(d["p_holm"]), d["p_holm"]), (d["verdict"], d["verdict"]),
+                     *_seeds_cells(doc, d), (d["note"], d["note"])])
+    return head, rows
+
+
+def pairwise_note(ctx: dict[str, Any]) -> str:
+    doc = ctx["comparison"]
+    note = PAIRWISE_NOTE.format(metric=ctx["metric"], family=doc["pairwise"]["family"])
+    pw = doc["pairwise"]
+    where = f" at α = 0.05/{pw['family']} = {1 - pw['seeds_level']:.2g} (Holm's strictest step)"
+    return note + (SESOI_NOTE.format(sesoi=doc["sesoi"], where=where) if doc.get("sesoi") else "")
+
+
+def baseline_note(ctx: dict[str, Any]) -> str:
+    doc = ctx["comparison"]
+    omitted = "".join(f" {name} is left out: it equals the final value in every run." for name in doc.get("omitted", []))
+    where = f" at α = 0.05, on the {ctx['metric']} rows"
+    sesoi = SESOI_NOTE.format(sesoi=doc["sesoi"], where=where) if doc.get("sesoi") else ""
+    return BASELINE_NOTE + omitted + sesoi
 
 
 def baseline_table(ctx: dict[str, Any]) -> Table:
     """One row per compared metric per group (comparison.py's document): mean and its 95% CI, the difference
-    group - baseline with its 95% CI, the test, p, the verdict and the seeds per group 80% power needs."""
+    group - baseline with its 95% CI, the test, p, the verdict (and with a --sesoi, the seeds per group needed)."""
     doc = ctx["comparison"]
     pct = f"{100 * doc['level']:g}%"
     head = ["metric", "group", "n", f"mean [{pct} CI]", f"Δ vs baseline [{pct} CI]", "test", "p", "verdict",
-            f"seeds/group for {100 * doc['power']:g}% power", "note"]
+            *_seeds_head(doc), "note"]
     plain = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
     rows = []
     for m in doc["metrics"]:
@@ -156,12 +219,11 @@ def baseline_table(ctx: dict[str, Any]) -> Table:
             mean = plain(g["mean"]) + (f" {fmt_ci(g['ci'], plain)}" if g["ci"] else "")
             d = g["vs_baseline"]
             if d is None:
-                cells = [("(baseline)", ""), ("", ""), ("", None), ("baseline", ""), ("", None), ("", "")]
+                cells = [("(baseline)", ""), ("", ""), ("", None), ("baseline", ""), *_seeds_cells(doc, None), ("", "")]
             else:
                 cells = [(f"{fmt_signed(d['diff'])} {fmt_ci(d['ci'])}", d["diff"]), (d["test"] or "—", d["test"] or ""),
                          (fmt_p(d["p"]), d["p"]), (d["verdict"], d["verdict"]),
-                         (str(d["seeds_needed"]) if d["seeds_needed"] is not None else "—", d["seeds_needed"]),
-                         (d["note"], d["note"])]
+                         *_seeds_cells(doc, d, m["metric"] == doc["metric"]), (d["note"], d["note"])]
             rows.append([(m["name"], m["name"]), (g["label"], g["label"]), (str(g["n"]), g["n"]), (mean, g["mean"]),
                          *cells])
     return head, rows

@@ -1,19 +1,21 @@
 """A tuned sweep in the report (experiments/sweep/tune.py): which runs are compared, how the comparison is labelled,
 and the tuning section's table and basin data.
 
-    tuned = find_tuned(["multirun/tuned_pos/2026-01-01_00-00-00"])   # the tuning.json records at / above the paths
+    tuned = find_tuned(["multirun/tuned_pos/2026-01-01_00-00-00"], runs)   # the tuning.json records of the paths, runs
     runs, tuning_runs = split_runs(runs, tuned)                     # the final runs; the tuning runs set aside
     protocol(runs, tuned)           # "tuned: each arm at its own best lr, fresh seeds" | "untuned (one shared lr)"
     tuning_table(tuned), basin_data(tuned)
 
-When a path given to the report is a sweep dir holding tuning.json (or a run dir inside one), the comparison
-(groups, differences with their intervals, --by) uses that sweep's FINAL runs only: its tuning runs never enter a
-mean or an interval (their seeds are not the fresh seeds), and are shown in the tuning section instead: each arm's
+When a run read for the report sits in a sweep dir holding tuning.json (the sweep dir given, a dir above it
+searched, a run dir or a glob inside it), the comparison (groups, differences with their intervals, --by) uses
+that sweep's FINAL runs only (tuning.json's `finals`): its tuning runs, and any other run left in its dir, never
+enter a mean or an interval (their seeds are not the fresh seeds), and are shown in the tuning section instead: each arm's
 best lr, whether it is interior or still at an edge of the grid (after widening), the points widened, the loss
 spread over the grid, and basin.png (final val loss vs lr per arm, from tuning.json). A sweep tuned on a proxy (hydra.sweeper.proxy) is labelled
 TUNED_PROXY: one arm was tuned and its lr transferred, so a difference is not best-vs-best. A comparison without a record
 is labelled untuned: "one shared lr" when every run has the same optim.lr, else "lr set per run, not tuned".
-Not handled: records of other tuned keys drawn against lr (the figure's x axis is the tuned key, whatever it is).
+Not handled: records of other tuned keys drawn against lr (the figure's x axis is the tuned key, whatever it is);
+runs pulled from wandb (no dir: they cannot be told apart from final runs).
 """
 
 from __future__ import annotations
@@ -56,38 +58,63 @@ class Tuned:
         return [prefix + rec.arm_label(i) + role.get(i, "") for i in range(len(rec.arms))]
 
 
-def find_tuned(paths: Iterable[str | os.PathLike]) -> list[Tuned]:
-    """The tuned sweeps among `paths`: a dir holding tuning.json, or the sweep dir above a run dir given directly
-    (globs are matched run by run in split_runs). RunsError (one line) for a record that cannot be read."""
+def find_tuned(paths: Iterable[str | os.PathLike], runs: Iterable[Run] = ()) -> list[Tuned]:
+    """The tuned sweeps among `paths` and `runs`: a dir holding tuning.json, the sweep dir above a run dir given
+    directly, and the dir holding each run read (so a tuning run found by searching a dir above its sweep, or by a
+    glob, is known for one). RunsError (one line) for a record that cannot be read."""
     found: dict[Path, Tuned] = {}
-    for raw in paths:
-        p = Path(raw)
-        for d in (p, p.parent):
-            if d in found or any(c in str(d) for c in "*?[") or not TuningRecord.path(d).is_file():
-                continue
-            try:
-                record = TuningRecord.read(d)
-            except TuningRecordError as e:
-                raise RunsError(str(e)) from None
-            if record is not None:
-                found[d.resolve()] = Tuned(d.resolve(), record)
-            break
+    dirs = [d for raw in paths for d in (Path(raw), Path(raw).parent)]
+    for d in [*dirs, *(r.path.parent for r in runs if r.path is not None)]:
+        if any(c in str(d) for c in "*?[") or not TuningRecord.path(d).is_file() or d.resolve() in found:
+            continue
+        try:
+            record = TuningRecord.read(d)
+        except TuningRecordError as e:
+            raise RunsError(str(e)) from None
+        if record is not None:
+            found[d.resolve()] = Tuned(d.resolve(), record)
     return list(found.values())
 
 
 def split_runs(runs: list[Run], tuned: list[Tuned]) -> tuple[list[Run], list[Run]]:
-    """(reported, tuning): the runs that enter the comparison, and the tuning runs of `tuned` set aside. RunsError
-    when a tuned sweep leaves nothing to compare (its final phase has not run yet)."""
+    """(reported, set aside): a run inside a tuned sweep's dir is reported only when it is one of the sweep's final
+    runs (its tuning runs, and any other run left there, never enter a mean); runs outside one are all reported.
+    RunsError (one line) when nothing is left to compare, saying why: the final phase has not run yet (resume), the
+    sweep ended without final runs (every tuning run diverged: resuming changes nothing), or the runs given are
+    tuning runs (naming the sweep's final runs)."""
     if not tuned:
         return runs, []
-    tuning_dirs = set().union(*(t.paths(t.record.runs) for t in tuned))
-    reported = [r for r in runs if r.path is None or r.path.resolve() not in tuning_dirs]
+    finals = set().union(*(t.paths(t.record.finals) for t in tuned))
+    reported = [r for r in runs if r.path is None or r.path.resolve() in finals or _tuned_of(r, tuned) is None]
     set_aside = [r for r in runs if r not in reported]
     if not reported:
-        t = tuned[0]
-        raise RunsError(f"tuned sweep {t.sweep_dir}: no final run yet (phase {t.record.phase}); the tuning runs "
-                        f"alone are not compared: resume the sweep (train.resume=true) to run its final runs")
+        raise RunsError(_nothing_to_compare(set_aside, tuned))
     return reported, set_aside
+
+
+def _tuned_of(run: Run, tuned: list[Tuned]) -> Tuned | None:
+    """The tuned sweep whose dir holds the run, None when none does."""
+    path = run.path.resolve() if run.path is not None else None
+    return next((t for t in tuned if path is not None and path.is_relative_to(t.sweep_dir)), None)
+
+
+def _nothing_to_compare(set_aside: list[Run], tuned: list[Tuned]) -> str:
+    t = _tuned_of(set_aside[0], tuned) if set_aside else tuned[0]
+    t = t or tuned[0]
+    rec = t.record
+    if why := rec.no_final_runs():
+        return f"tuned sweep {t.sweep_dir}: nothing to compare: {why}"
+    if not rec.finals:
+        return (f"tuned sweep {t.sweep_dir}: no final run yet (phase {rec.phase}); the tuning runs alone are not "
+                f"compared: resume the sweep (train.resume=true) to run its final runs")
+    mine = {r.path.resolve(): r for r in set_aside if r.path is not None}
+    tuning = [r for r in rec.runs if (t.sweep_dir / r.run_dir).resolve() in mine]
+    what = (f"{t.sweep_dir / tuning[0].run_dir} is a tuning run ({rec.key}={tuning[0].lr:g}, seed {tuning[0].seed})"
+            if len(tuning) == 1 else f"these {len(set_aside)} runs are tuning runs or other runs")
+    names = [r.run_dir for r in rec.finals]
+    shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
+    return (f"{what} of the tuned sweep {t.sweep_dir}, never compared (its seeds are not the fresh seeds): compare "
+            f"the sweep dir, or its final runs: {shown}")
 
 
 def protocol(runs: list[Run], tuned: list[Tuned]) -> str:

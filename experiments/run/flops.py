@@ -7,28 +7,24 @@ Where the peak comes from, in order:
   1. env `ARCHLAB_PEAK_FLOPS` (a float, e.g. `312e12`) for any device;
   2. CUDA: `PEAK_BF16_FLOPS`, the vendor's dense bf16 tensor-core peak (no 2:4 sparsity), matched by a
      substring of `torch.cuda.get_device_name`; an unknown GPU falls back to (3) with a bf16 matmul and a warning;
-  3. anything else (CPU, MPS): *measured* once per process and device, as the FLOP/s of a ~0.2 s fp32 matmul
-     benchmark. CPU MFU is therefore relative to what this machine's BLAS reaches on one large matmul, not a
-     datasheet number, and numbers from different CPU machines do not compare. A measurement taken while
-     other processes compete for the cores comes out low (MFU above 100% in a parallel sweep), so with a
-     `cache_dir` the best rate ever measured for this machine, torch and thread count is kept in
-     `<cache_dir>/peak_flops.json` and used: the denominator only ever moves up to the machine's real peak.
+  3. anything else (CPU, MPS): *measured* once per process, device and thread count, as the best FLOP/s of 5
+     bursts of a 1024³ fp32 matmul (~0.25 s in all). CPU MFU is therefore relative to what this machine's BLAS
+     reaches on one large matmul while this run is running, not a datasheet number: numbers from different CPU
+     machines do not compare. Nothing is cached across processes: an earlier build kept the best rate ever
+     measured in `<cache_dir>/peak_flops.json`, a running maximum that only grew, so two identical runs at
+     different times showed different MFU (issue 30: 24.1% and 19.9% for two demos). The best of several bursts keeps one slow burst
+     (another process taking the core for a moment) from lowering the peak.
 Not handled: fp8/tf32 peaks (training here is bf16 on GPU, fp32 on CPU), multi-GPU (the peak is per device).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
-import platform
 import time
-from pathlib import Path
 
 import torch
-
-from experiments.rundir.layout import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +75,14 @@ def lookup_peak(device_name: str) -> float | None:
     return None
 
 
+BURSTS = 5  # the measured peak is the best of this many timed bursts
+
+
 @functools.cache
-def measure_matmul_flops(device_type: str, dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 0.2) -> float:
-    """FLOP/s of repeated (n, n) @ (n, n) matmuls on `device_type`, timed for about `seconds` (cached per process)."""
+def measure_matmul_flops(device_type: str, dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 0.25,
+                         threads: int | None = None) -> float:
+    """Best FLOP/s of BURSTS bursts of repeated (n, n) @ (n, n) matmuls on `device_type`, the bursts taking about
+    `seconds` in all (cached per process; `threads`, torch's thread count, is part of the cache key only)."""
     dev = torch.device(device_type)
 
     def sync() -> None:
@@ -96,52 +97,23 @@ def measure_matmul_flops(device_type: str, dtype: torch.dtype = torch.float32, n
     for _ in range(2):  # warm-up: thread pools, kernel selection
         a @ b
     sync()
-    iters, elapsed = 0, 0.0
-    t0 = time.perf_counter()
-    while elapsed < seconds:
-        a @ b
-        iters += 1
-        if iters % 4 == 0 or dev.type == "cpu":
-            sync()
-            elapsed = time.perf_counter() - t0
-    sync()
-    elapsed = time.perf_counter() - t0
-    return 2.0 * n**3 * iters / elapsed
-
-
-def _machine_key(device_type: str) -> str:
-    """What a measured peak belongs to: device type, CPU model, torch version, torch threads."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return f"{device_type}|{cpu}|torch {torch.__version__}|threads {torch.get_num_threads()}"
-
-
-def _best_measured(path: Path, key: str, measured: float) -> float:
-    """max(measured, the best rate stored under `key` in the JSON file `path`); stores the new best."""
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        stored = stored if isinstance(stored, dict) else {}
-    except (OSError, ValueError):
-        stored = {}
-    previous = stored.get(key)
-    best = max(measured, previous) if isinstance(previous, (int, float)) else measured
-    if best != previous:
-        try:
-            atomic_write(path, lambda f: json.dump({**stored, key: best}, f, indent=1), binary=False)
-        except OSError as e:  # a read-only cache only costs the memory of earlier measurements
-            log.warning("could not record the measured peak in %s: %s", path, e)
+    best = 0.0
+    for _ in range(BURSTS):
+        iters, elapsed = 0, 0.0
+        t0 = time.perf_counter()
+        while elapsed < seconds / BURSTS:
+            a @ b
+            iters += 1
+            if iters % 4 == 0 or dev.type == "cpu":
+                sync()
+                elapsed = time.perf_counter() - t0
+        sync()
+        best = max(best, 2.0 * n**3 * iters / (time.perf_counter() - t0))
     return best
 
 
-def peak_flops(device: torch.device | str, cache_dir: str | os.PathLike | None = None) -> float:
-    """Peak FLOP/s used as the MFU denominator for `device` (see the module docstring for the sources).
-
-    With `cache_dir`, a measured peak is the best ever measured on this machine (kept in peak_flops.json).
-    """
+def peak_flops(device: torch.device | str) -> float:
+    """Peak FLOP/s used as the MFU denominator for `device` (see the module docstring for the sources)."""
     override = os.environ.get(ENV_OVERRIDE)
     if override:
         return float(override)
@@ -152,12 +124,8 @@ def peak_flops(device: torch.device | str, cache_dir: str | os.PathLike | None =
         if peak is not None:
             return peak
         log.warning("unknown GPU %r: MFU uses a measured bf16 matmul peak; set %s to override", name, ENV_OVERRIDE)
-        measured, key = measure_matmul_flops(str(dev), torch.bfloat16, n=4096), f"{_machine_key('cuda')}|{name}"
-    else:
-        measured, key = measure_matmul_flops(dev.type), _machine_key(dev.type)
-    if cache_dir is None:
-        return measured
-    return _best_measured(Path(cache_dir).expanduser() / "peak_flops.json", key, measured)
+        return measure_matmul_flops(str(dev), torch.bfloat16, n=4096)
+    return measure_matmul_flops(dev.type, threads=torch.get_num_threads())
 
 
 def mfu(flops_per_s: float, device: torch.device | str) -> float:

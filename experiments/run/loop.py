@@ -188,7 +188,7 @@ class TrainingRun:
             self.fresh = True  # from here on the dir holds this run, whatever it held before
             if self.resumed:
                 self.hist = EvalHistory.from_metrics(self.rd.read_metrics())
-            self.peak = peak_flops(self.device, cache_dir=self.rc.data.cache_dir)
+            self.peak = peak_flops(self.device)  # measured in this process (flops.py), never a cached maximum
 
     # -- the loop -------------------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from experiments.compare import RunsError, build_report, main
+from experiments.compare.headline import read_headline
 from experiments.compare.wandb_pull import run_from_wandb
 from tests.experiments.synthetic_runs import GROUPS, write_sweep
 
@@ -76,9 +77,11 @@ def test_cli_prints_report_path_and_honours_by_metric_x(sweep: Path, tmp_path: P
     out = tmp_path / "rep"
     rc = main([str(sweep), "--by", "model.pos.kind", "--metric", "val/bpb", "--x", "step", "--out", str(out)])
     assert rc == 0
-    assert capsys.readouterr().out.strip() == str(out / "report.html")
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == str(out / "report.html")  # the path last, after the headline
+    assert printed[0].startswith("final val/bpb (lower is better): ") and printed[:-1] == read_headline(out)
     md = (out / "report.md").read_text()
-    assert "| group | runs | final val/bpb |" in md
+    assert "| group | runs | final val/bpb | best val/bpb | params |" in md  # val/bpb's column once
     assert "| pos=rope | 9 |" in md
     assert (out / "curve_val_bpb.png").is_file()
 

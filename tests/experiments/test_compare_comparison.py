@@ -162,11 +162,27 @@ def test_seeds_needed_is_monotonic() -> None:
 def test_seeds_needed_uses_the_spread_of_the_paired_differences() -> None:
     # big seed-to-seed spread shared by both groups: pairing removes it, Welch cannot
     x, y = [3.0, 3.5, 4.0, 4.5], [3.05, 3.56, 4.04, 4.55]
-    paired = difference(x, y, False, seeds=[0, 1, 2, 3], base_seeds=[0, 1, 2, 3])
-    welch = difference(x, y, False)
+    paired = difference(x, y, False, seeds=[0, 1, 2, 3], base_seeds=[0, 1, 2, 3], sesoi=0.1)
+    welch = difference(x, y, False, sesoi=0.1)
     d = np.subtract(x, y)
-    assert paired.seeds_needed == seeds_needed(d.mean(), d.std(ddof=1), paired=True) < welch.seeds_needed
+    assert paired.seeds_needed == seeds_needed(0.1, d.std(ddof=1), paired=True) < welch.seeds_needed
     assert paired.verdict == "better" and welch.verdict == "not distinguishable"
+
+
+@pytest.mark.parametrize("shift", [0.0, -0.3, 0.5])
+def test_seeds_needed_comes_from_the_sesoi_never_the_observed_difference(shift: float) -> None:
+    # post-hoc power of the observed effect is gone: without a sesoi there is no number; with one, the observed
+    # difference does not matter (the same spread, any shift of the group, the same seeds)
+    y = [3.0, 3.1, 3.05, 2.95, 3.02]
+    x = [b + d + shift for b, d in zip(y, [-0.01, 0.02, -0.03, 0.015, 0.0])]
+    seeds = list(range(5))
+    assert difference(x, y, False, seeds=seeds, base_seeds=seeds).seeds_needed is None
+    got = difference(x, y, False, seeds=seeds, base_seeds=seeds, sesoi=0.02)
+    sd = statistics.stdev(np.subtract(x, y))
+    crit = lambda n: sps.t.ppf(0.975, n - 1)  # noqa: E731
+    power = lambda n: sps.nct.sf(crit(n), n - 1, 0.02 * math.sqrt(n) / sd) + sps.nct.cdf(-crit(n), n - 1, 0.02 * math.sqrt(n) / sd)  # noqa: E731
+    assert power(got.seeds_needed) >= 0.8 > power(got.seeds_needed - 1)
+    assert got.sd == pytest.approx(sd)
 
 
 # ---------------------------------------------------------------- the report: comparison.json, --baseline
@@ -205,8 +221,12 @@ def _finals(run_dirs: list[Path]) -> dict[int, float]:
 
 def test_comparison_json_schema_and_strictness(report: Path) -> None:
     doc = _strict_load(report.parent / "comparison.json")
-    assert doc["version"] == 1 and doc["baseline"] == {"label": "pos=learned", "index": 0}
-    assert [m["name"] for m in doc["metrics"]] == ["final val/loss", "best val/loss", "final val/bpb"]
+    assert doc["version"] == 2 and doc["baseline"] == {"label": "pos=learned", "index": 0}
+    assert doc["sesoi"] is None and doc["headline"]["lines"]
+    assert doc["pairwise"]["correction"] == "holm" and len(doc["pairwise"]["pairs"]) == 3
+    # the synthetic curves only go down, so every run's best val/loss is its final one: those rows would repeat
+    assert doc["omitted"] == ["best val/loss"]
+    assert [m["name"] for m in doc["metrics"]] == ["final val/loss", "final val/bpb"]
     for m in doc["metrics"]:
         assert m["direction"] == "lower_is_better"
         assert [g["label"] for g in m["groups"]] == ["pos=learned", "pos=rope", "pos=alibi"]

@@ -4,6 +4,7 @@ exactly on another group's."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -54,19 +55,34 @@ def marked(line: Line2D) -> list[tuple[float, float]]:
     return [(xs[i], ys[i]) for i in idx]
 
 
-def test_runs_with_a_single_eval_point_are_drawn_as_markers(tmp_path: Path, drawn: dict[str, Figure]) -> None:
+def test_runs_with_a_single_eval_point_are_drawn_as_points_with_error_bars(tmp_path: Path,
+                                                                           drawn: dict[str, Figure]) -> None:
     root = tmp_path / "sweep"
     for j, (g, seed) in enumerate((g, s) for g in GROUPS[:2] for s in (0, 1)):
         write_run(root / str(j), make_config(g, seed), [
             {"step": 0, "tokens": 0, "train/loss": 6.0}, {"step": 100, "tokens": 102_400, "train/loss": 4.0},
             {"step": 100, "tokens": 102_400, "val/loss": g["floor"] + 0.01 * seed},  # the only eval
         ], {"status": "completed", "seed": seed})
-    build_report([root], tmp_path / "out", by=["model.pos.kind"])
-    lines = group_lines(drawn["curve_val_loss.png"], ["pos=learned", "pos=rope"])
-    assert set(lines) == {(0, "pos=learned"), (0, "pos=rope")}
-    for (_, label), line in lines.items():
+    report = build_report([root], tmp_path / "out", by=["model.pos.kind"])
+    ax = drawn["curve_val_loss.png"].axes[0]
+    bars = {c.get_label().split(" (n=")[0]: c for c in ax.containers}
+    assert set(bars) == {"pos=learned", "pos=rope"}
+    xs = []
+    for label, c in bars.items():
         floor = GROUPS[0 if label == "pos=learned" else 1]["floor"]
-        assert marked(line) == [(102_400, pytest.approx(floor + 0.005))]  # one point, the mean of the two seeds
+        point, caps, (bar,) = c.lines[0], c.lines[1], c.lines[2]
+        (x,), (y,) = point.get_xdata(), point.get_ydata()
+        assert y == pytest.approx(floor + 0.005) and point.get_marker() not in (None, "None", "")  # the mean
+        half = statistics.stdev([floor, floor + 0.01])
+        (seg,) = bar.get_segments()
+        assert seg[:, 1] == pytest.approx([floor + 0.005 - half, floor + 0.005 + half])  # ± 1 std of the 2 seeds
+        assert abs(x - 102_400) <= 0.01 * 102_400
+        xs.append(x)
+    assert xs[0] != xs[1]  # side by side, not on top of each other
+    assert not [line for line in ax.get_lines() if len(line.get_xdata()) > 1]  # no line drawn through them
+    page = report.read_text()
+    assert "val/loss was evaluated once per run, so there is no curve: each point is a group&#x27;s mean" in page
+    assert "line ± band" not in page
 
 
 def test_coinciding_groups_differ_in_dash_and_marker(tmp_path: Path, drawn: dict[str, Figure]) -> None:

@@ -1,8 +1,9 @@
-"""experiments.run.flops: datasheet lookup, env override, measured CPU peak (cached), mfu ratio."""
+"""experiments.run.flops: datasheet lookup, env override, measured CPU peak (per process, best burst, no cache file), mfu ratio."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -79,26 +80,47 @@ def test_cpu_peak_is_measured_once(monkeypatch):
     assert flops.mfu(first / 4, "cpu") == pytest.approx(0.25)
 
 
-def test_measured_rate_counts_2n3_flops_per_matmul(monkeypatch):
-    # with a fake clock advancing 1 s per reading, the measured rate is exactly 2 n^3 * iters / elapsed
-    ticks = iter(range(1000))
-    monkeypatch.setattr(flops.time, "perf_counter", lambda: float(next(ticks)))
+def test_measured_rate_is_the_best_burst_of_2n3_flops_per_matmul(monkeypatch):
+    # A fake clock. Each burst reads t0, then once after every matmul (the CPU syncs every iteration) until 0.5 s
+    # (2.5 s / 5 bursts) have passed, then once more at its end. Burst k's clock moves step_k per reading, so it runs
+    # iters = ceil(0.5 / step) matmuls in (iters + 1) * step seconds: rate 2 n^3 iters / ((iters + 1) step).
+    steps = [1.0, 0.25, 0.5, 0.1, 2.0]
+    readings, expected, t = [], [], 0.0
+    for step in steps:
+        iters = math.ceil(0.5 / step)
+        readings += [t + i * step for i in range(iters + 2)]
+        expected.append(2 * 8**3 * iters / ((iters + 1) * step))
+        t = readings[-1] + 7.0  # time passes between bursts; it is never counted
+    clock = iter(readings)
+    monkeypatch.setattr(flops.time, "perf_counter", lambda: next(clock))
     rate = flops.measure_matmul_flops.__wrapped__("cpu", torch.float32, n=8, seconds=2.5)
-    # readings: t0=0, after iter1 -> 1, iter2 -> 2, iter3 -> 3 (>= 2.5, stop), final read -> 4
-    assert rate == pytest.approx(2 * 8**3 * 3 / 4)
+    assert next(clock, None) is None  # every reading used: 5 bursts, the iteration counts above
+    assert rate == pytest.approx(max(expected))  # the best burst (0.1 s steps: 5 in 0.6 s), not the mean
+    assert max(expected) == pytest.approx(2 * 8**3 * 5 / 0.6)
 
 
-def test_measured_peak_is_the_best_ever_measured_on_this_machine(monkeypatch, tmp_path):
-    # a measurement taken under contention comes out low; the stored best keeps MFU from exceeding 100%
-    monkeypatch.delenv(flops.ENV_OVERRIDE, raising=False)
-    rates = iter([2e9, 0.5e9, 3e9])
-    monkeypatch.setattr(flops, "measure_matmul_flops", lambda *a, **k: next(rates))
-    assert flops.peak_flops("cpu", cache_dir=tmp_path) == 2e9
-    assert flops.peak_flops("cpu", cache_dir=tmp_path) == 2e9  # 0.5e9 measured under load: the best stands
-    assert flops.peak_flops("cpu", cache_dir=tmp_path) == 3e9
-    stored = json.loads((tmp_path / "peak_flops.json").read_text())
-    assert list(stored.values()) == [3e9] and "threads" in next(iter(stored))
-    (tmp_path / "peak_flops.json").write_text("{corrupt")  # a broken file is replaced, not fatal
-    monkeypatch.setattr(flops, "measure_matmul_flops", lambda *a, **k: 1e9)
-    assert flops.peak_flops("cpu", cache_dir=tmp_path) == 1e9
-    assert flops.peak_flops("cpu") == 1e9  # without a cache dir: this process's measurement alone
+def test_peak_is_measured_in_this_process_never_read_from_a_cache(monkeypatch, tmp_path):
+    # the peak used to be the best rate ever stored in <cache_dir>/peak_flops.json, a running maximum that made two
+    # identical runs show different MFU; now it is this process's measurement at this thread count, and nothing else
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "peak_flops.json").write_text(json.dumps({"cpu": 1e15}))
+    measured = []
+
+    def fake(device_type, dtype=torch.float32, n=1024, seconds=0.25, threads=None):
+        measured.append((device_type, threads))
+        return 2e9 * threads
+
+    monkeypatch.setattr(flops, "measure_matmul_flops", fake)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert flops.peak_flops("cpu") == 2e9
+        assert flops.mfu(5e8, "cpu") == pytest.approx(0.25)
+        torch.set_num_threads(2)
+        assert flops.peak_flops("cpu") == 4e9  # the run's own thread count, not the best over thread counts
+    finally:
+        torch.set_num_threads(before)
+    assert measured[0] == ("cpu", 1) and measured[-1] == ("cpu", 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["peak_flops.json"]  # nothing written either
+    with pytest.raises(TypeError):
+        flops.peak_flops("cpu", cache_dir=tmp_path)  # the cache argument is gone
