@@ -12,10 +12,12 @@ Bad input (missing or unreadable paths, a directory, an empty corpus, a too-smal
 such as `--workers 0` or `--top -1`, an empty argument such as `--pattern ''`, a corrupt tokenizer file, an unknown
 pattern, an existing output, stdout that cannot be written: `cannot write stdout (/dev/full): No space left on
 device`) prints ONE line `bpe: error: ...` on stderr and exits 2, never a traceback (tokenizer/cli_args.py); a
-closed pipe (`bpe encode ... | head`) ends quietly with 0; Ctrl-C exits 130. Each command writes only its own named
-files (train: DIR/tokenizer.json; encode: FILE.bin + FILE.bin.json; convert: one file), each to a temporary name
-renamed on success, so a failed or refused command never destroys what was there; --force replaces exactly those
-files and nothing else; an output that is one of the inputs is refused even with --force (tokenizer/outputs.py).
+closed pipe (`bpe encode ... | head`) ends quietly with 0; Ctrl-C exits 130 and SIGTERM 143, with no output written
+and no worker process left (tokenizer/workers.py); a worker killed by something else exits 1. Each command writes
+only its own named files (train: DIR/tokenizer.json; encode: FILE.bin + FILE.bin.json; convert: one file), each to
+a temporary name renamed on success, so a failed or refused command never destroys what was there; --force replaces
+exactly those files and nothing else; an output that is one of the inputs is refused even with --force
+(tokenizer/outputs.py).
 Not handled: training from several datasets at once, and `datasets` configs beyond name/path + split; `--help`
 into a full stdout (argparse ignores that write error).
 """
@@ -32,8 +34,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tokenizer.cli_args import (OneLineParser, fail, non_empty, non_negative_int, positive_int, quiet_stdout,
-                                write_stream)
+from tokenizer.cli_args import (OneLineParser, Terminated, fail, non_empty, non_negative_int, positive_int,
+                                quiet_stdout, sigterm_raises, write_stream)
 from tokenizer.corpus import EMBEDDED_NAME, embedded_text
 from tokenizer.datasets_source import check_dataset, load_texts
 from tokenizer.outputs import atomic_output, check_inside_not_input, check_new, check_not_input, writing
@@ -45,6 +47,7 @@ from tokenizer.stream import encode_chunks, encode_to_token_file, iter_binary_te
 from tokenizer.tokenfile import read_tokens, sidecar_path
 from tokenizer.tokenizer import Tokenizer
 from tokenizer.train import train_bpe, train_bpe_from_iterator
+from tokenizer.workers import WorkerDied
 
 PROG = "bpe"
 
@@ -105,17 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
+    """Run the CLI; returns the exit status (0 ok, 2 bad input, 1 a worker died, 130 Ctrl-C, 143 SIGTERM)."""
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), sigterm_raises():
             warnings.showwarning = _show_warning
             args = build_parser().parse_args(argv)
             return args.func(args) or 0
     except SystemExit as e:  # --help / --version
         return e.code if isinstance(e.code, int) else 0
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as e:  # what was being written is removed; workers are stopped
+        print(f"{PROG}: {'interrupted' if isinstance(e, KeyboardInterrupt) else 'terminated'}", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 143
+    except WorkerDied as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `bpe encode ... | head`: the reader went away, which is fine
         quiet_stdout()
         return 0

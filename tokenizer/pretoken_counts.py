@@ -12,7 +12,8 @@ The trainer never sees the corpus itself, only `{pre-token bytes: count}`; this 
   For a custom regex only special tokens are cut points, so a large file without special tokens is read whole.
 * Iterator input: every string is its own document (pre-tokens never span two strings); strings are batched into
   tasks of about `CHUNK_BYTES` characters, and a very long string is cut like a file.
-* Counting runs in `workers` processes (a bounded number of tasks in flight, so memory stays flat); `workers=1`
+* Counting runs in `workers` processes (`tokenizer.workers.WorkerPool`, whose stop on Ctrl-C cannot hang; one task
+  per worker in flight, so memory stays flat); `workers=1`
   counts in this process, as does a corpus of fewer than `MIN_POOL_TASKS` chunks. Counts are added up, so the
   result does not depend on `workers` or chunking.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import codecs
 import os
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 
@@ -32,7 +33,7 @@ import regex
 
 from tokenizer.bpe_encode import fix_surrogates
 from tokenizer.pretokenize import PATTERNS, special_splitter, split_special, splitter
-from tokenizer.workers import init_worker_signals, worker_context
+from tokenizer.workers import WorkerPool
 
 CHUNK_BYTES = 1024 * 1024  # file read / task size; tests set it small to exercise chunk boundaries
 MAX_DEFAULT_WORKERS = 8
@@ -222,25 +223,21 @@ def count_batches(batches: Iterable[list[str]], pattern: str, specials: Sequence
             if on_batch is not None:
                 on_batch(len(batch))
         return total
-    # A bounded window of tasks in flight: Pool.imap would read the whole corpus ahead into its task queue.
-    max_in_flight = 2 * workers
-    with worker_context().Pool(workers, initializer=init_worker_signals) as pool:
-        pending: deque = deque()  # (AsyncResult, number of texts in its batch)
+    # Tasks are read lazily (one per worker in flight, one ahead): memory stays flat whatever the corpus size.
+    sizes: list[int] = []  # number of texts in each task, for on_batch
+
+    def tasks() -> Iterator[tuple]:
         for batch in batches:
-            pending.append((pool.apply_async(count_texts, (batch, pattern, tuple(specials))), len(batch)))
-            del batch  # hold no chunk text here: memory stays at the in-flight window
-            if len(pending) >= max_in_flight:
-                _collect(pending.popleft(), total, on_batch)
-        while pending:
-            _collect(pending.popleft(), total, on_batch)
+            sizes.append(len(batch))
+            yield batch, pattern, tuple(specials)
+
+    with WorkerPool(workers) as pool:
+        for i, counts in pool.imap_unordered(count_texts, tasks()):
+            total.update(counts)
+            del counts
+            if on_batch is not None:
+                on_batch(sizes[i])
     return total
-
-
-def _collect(item, total: Counter[str], on_batch: Callable[[int], None] | None) -> None:
-    result, n_texts = item
-    total.update(result.get())
-    if on_batch is not None:
-        on_batch(n_texts)
 
 
 def to_byte_counts(counts: Counter[str]) -> dict[bytes, int]:

@@ -27,14 +27,13 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from itertools import chain
 
 from tokenizer import formats, serialize, stream
 from tokenizer.bpe_encode import fix_surrogates, merge_cache, merge_ids
 from tokenizer.pretokenize import PATTERNS, resolve_pattern, split_special, splitter
 from tokenizer.specials import AllowedSpecial, DisallowedSpecial, assign_special_ids, check_disallowed, special_sets
-from tokenizer.workers import init_worker_signals, worker_context
+from tokenizer.workers import WorkerPool
 
 # encode_batch: below this many characters in total, a process pool costs more than it saves.
 PARALLEL_MIN_CHARS = 1 << 20
@@ -206,11 +205,14 @@ class Tokenizer:
         workers = min(num_workers or os.cpu_count() or 1, len(texts))
         if workers <= 1 or sum(map(len, texts)) < min_parallel_chars:
             return [self.encode(t, **kwargs) for t in texts]
-        chunksize = max(1, len(texts) // (workers * 4))
+        size = max(1, len(texts) // (workers * 4))
+        chunks = ((texts[i:i + size],) for i in range(0, len(texts), size))
+        out: list[list[list[int]]] = [[] for _ in range(0, len(texts), size)]
         # each worker rebuilds the tokenizer once from its canonical dict (never pickled per task)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(), initializer=_init_worker,
-                                 initargs=(self.to_dict(), kwargs)) as pool:
-            return list(pool.map(_encode_in_worker, texts, chunksize=chunksize))
+        with WorkerPool(workers, initializer=_init_worker, initargs=(self.to_dict(), kwargs)) as pool:
+            for i, rows in pool.imap_unordered(_encode_texts_in_worker, chunks):
+                out[i] = rows
+        return [ids for rows in out for ids in rows]
 
     def encode_iterable(
         self,
@@ -345,7 +347,6 @@ _worker_state: tuple[Tokenizer, dict] | None = None  # set in each encode_batch 
 
 
 def _init_worker(state: dict, kwargs: dict) -> None:
-    init_worker_signals()
     global _worker_state
     _worker_state = (Tokenizer._from_dict(state), kwargs)
 
@@ -353,3 +354,7 @@ def _init_worker(state: dict, kwargs: dict) -> None:
 def _encode_in_worker(text: str) -> list[int]:
     tok, kwargs = _worker_state
     return tok.encode(text, **kwargs)
+
+
+def _encode_texts_in_worker(texts: list[str]) -> list[list[int]]:
+    return [_encode_in_worker(t) for t in texts]
