@@ -7,8 +7,10 @@
 Everything runs offline on the embedded corpus (tokenizer.corpus). The runs are the same as
 `python -m experiments.train -m experiment=demo` (conf/experiment/demo.yaml) and land in
 `multirun/demo/<time>/<i>_model.pos=<kind>,seed=<s>/` (seed-major; no `,seed=` with one seed), so
-`python -m experiments.compare <that dir>` works on them too. Three seeds per encoding give the report's
-differences paired 95% intervals; with one seed (--quick, --seeds 0) it says so before the sweep.
+`python -m experiments.compare <that dir>` works on them too (the last line prints that command with the
+interpreter that ran the demo, `.venv/bin/python` under `make demo`, so it works as printed outside the venv).
+Three seeds per encoding give the report's differences paired 95% intervals; with one seed (--quick, --seeds 0) it
+says so before the sweep.
 Runs go `--jobs` at a time (default: 2 on a machine with >= 2 cores), each with cpu_count / jobs torch threads.
 The tokenizer comes from the shared cache (ARCHLAB_CACHE or ~/.cache/archlab), so a second demo skips training it.
 Not handled: GPUs in parallel jobs (each job takes the default device), wandb (pass --wandb for offline logging).
@@ -31,6 +33,7 @@ from experiments.config.compose import compose_config
 from experiments.config.errors import ConfigError
 from experiments.data.cache import get_token_data, get_tokenizer
 from experiments.data.corpus import load_corpus
+from experiments.python_command import python_command
 from experiments.rundir.layout import RunStatus, RunSummary
 from experiments.run.train import train
 from tokenizer.progress import progress_bar
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report not built ({type(e).__name__}: {e}); run dirs:")
         for d in run_dirs:
             print(f"  {d}")
-    print(f"compare by hand: python -m experiments.compare {out}")
+    print(f"compare by hand: {python_command()} -m experiments.compare {out}")
     return 0 if all(s.get("status") == RunStatus.COMPLETED for s in summaries.values()) else 1
 
 

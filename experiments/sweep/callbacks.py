@@ -13,9 +13,17 @@ directory; at the end, one line per run (status, final val/loss, and the reason 
 then it builds `<sweep dir>/report/` with experiments.compare (always: a sweep whose runs all failed gets a report
 that says so) and prints the path of report.html (or, if that fails, why, and the command to retry).
 
+A job refused without writing anything (its dir already held a run: a sweep run again into the same
+hydra.sweep.dir without train.resume=true) keeps the old run's summary; the callback knows it from the summaries
+it read at the start (`untouched`; not on train.resume=true, where a finished job is skipped on purpose): its
+line says `not run by this sweep`, and when no job ran at all the sweep says so, with the commands that continue
+or replace the runs, instead of reading as "finished ... completed".
+
 Exit status: 130 for a sweep stopped by a signal (SweepStop); else a sweep in which any job `failed` or was
-`interrupted` (or left no summary) exits 1 after the report is built, so a script or CI sees it (with the command
-that resumes the sweep when a job was stopped rather than failed); `diverged` is a result of the experiment, not a fault, and keeps exit 0.
+`interrupted` (or left no summary) or was refused exits 1 after the report is built, so a script or CI sees it
+(with the command that resumes the sweep when a job was stopped or refused rather than failed); `diverged` is a
+result of the experiment, not a fault, and keeps exit 0. The commands printed name the interpreter that ran this
+one when a plain `python` would be another (experiments/python_command.py: `.venv/bin/python` outside the venv).
 Run dirs are read through experiments/rundir/layout.py.
 On SLURM (hydra/launcher=slurm) the launcher returns when every job ended (experiments/sweep/slurm.py), so the same
 lines, report and exit status hold there.
@@ -31,6 +39,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.compare import build_report, natural_key
+from experiments.python_command import python_command
 from experiments.run.interrupt import EXIT_CODE, held_sweeps, hold_sweep, release_sweep, sweep_stopped
 from experiments.rundir.layout import RUN_MARKERS, RunDir, RunStatus
 from experiments.sweep.resume import sweep_resume_command
@@ -54,16 +63,42 @@ def is_fault(status: str) -> bool:
     return known is not None and not known.has_result
 
 
-def _status_line(run_dir: Path, s: dict[str, Any]) -> str:
+NOT_RUN = "not run by this sweep: its dir already held a run, left as it was"
+
+
+def _status_line(run_dir: Path, s: dict[str, Any], untouched: bool = False) -> str:
     loss = s.get("final_val_loss")
     loss_txt = f"{loss:.4f}" if isinstance(loss, (int, float)) else "-"
     status = status_of(s)
-    reason = " ".join(str(s.get("error") or "").split())
+    reason = NOT_RUN if untouched else " ".join(str(s.get("error") or "").split())
     return f"  {status:<11} val/loss {loss_txt:>8}  {run_dir}" + (f"  ({reason})" if reason else "")
 
 
 def _status_lines(sweep_dir: Path) -> list[str]:
     return [_status_line(d, s) for d, s in sweep_statuses(sweep_dir)]
+
+
+def summary_bytes(sweep_dir: Path) -> dict[Path, bytes]:
+    """{job dir: its summary.json's bytes} for the jobs of a sweep dir that have one (at the start of a sweep)."""
+    out = {}
+    for d, _ in sweep_statuses(sweep_dir):
+        try:
+            out[d] = RunDir(d).summary_path.read_bytes()
+        except OSError:
+            pass
+    return out
+
+
+def untouched(before: dict[Path, bytes], jobs: list[tuple[Path, dict[str, Any]]]) -> set[Path]:
+    """The job dirs whose summary.json is byte for byte what it was at the start: this sweep did not run them."""
+    out = set()
+    for d, _ in jobs:
+        try:
+            if d in before and RunDir(d).summary_path.read_bytes() == before[d]:
+                out.add(d)
+        except OSError:
+            pass
+    return out
 
 
 class SweepStop(Callback):
@@ -100,26 +135,38 @@ def stopped_at_once() -> None:
 
 
 class SweepReport(Callback):
+    def __init__(self) -> None:
+        self.before: dict[Path, bytes] = {}  # the job dirs' summaries when the sweep started
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.before = summary_bytes(Path(str(config.hydra.sweep.dir)))
         print(f"[archlab] sweep {config.experiment_name}: runs go to {config.hydra.sweep.dir}/", file=sys.stderr, flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         jobs = sweep_statuses(sweep_dir)
+        # on train.resume=true a job that holds a result is not run again on purpose (the tuned sweeper skips it)
+        old = set() if OmegaConf.select(config, "train.resume", default=False) else untouched(self.before, jobs)
         print(f"[archlab] sweep {config.experiment_name} finished: {len(jobs)} run(s) in {sweep_dir}/", file=sys.stderr)
         for d, s in jobs:
-            print(_status_line(d, s), file=sys.stderr)
+            print(_status_line(d, s, d in old), file=sys.stderr)
+        if old and len(old) == len(jobs) and not sweep_stopped(str(sweep_dir)):  # nothing ran: the old report stands
+            release_sweep(str(sweep_dir))
+            print(f"[archlab] nothing ran: each of the {len(jobs)} job dirs already held a run, left as it was; "
+                  f"continue them with: {sweep_resume_command(sweep_dir)} (or train.overwrite=true to replace them, "
+                  f"or another hydra.sweep.dir)", file=sys.stderr, flush=True)
+            raise SystemExit(1)
         try:
             report = build_report([str(sweep_dir)])
             print(f"[archlab] report: {report}", file=sys.stderr)
         except Exception as e:  # the runs are what matters; the report can be rebuilt by hand
             print(f"[archlab] report not built: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        print(f"[archlab] compare them: python -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)
-        faults = [(d, status_of(s)) for d, s in jobs if is_fault(status_of(s))]
+        print(f"[archlab] compare them: {python_command()} -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)
+        faults = [(d, NOT_RUN if d in old else status_of(s)) for d, s in jobs if d in old or is_fault(status_of(s))]
         if faults and not sweep_stopped(str(sweep_dir)):  # a stopped sweep: SweepStop prints how to resume, exit 130
             release_sweep(str(sweep_dir))  # SweepStop.on_multirun_end never runs after this SystemExit
             names = ", ".join(f"{d.name} ({status})" for d, status in faults)
             print(f"[archlab] {len(faults)} of {len(jobs)} run(s) did not complete: {names}", file=sys.stderr, flush=True)
-            if any(status != RunStatus.FAILED for _, status in faults):  # stopped / requeued / killed: they can go on
+            if any(status != RunStatus.FAILED for _, status in faults):  # stopped / requeued / refused: they can go on
                 print(f"[archlab] resume them with: {sweep_resume_command(sweep_dir)}", file=sys.stderr, flush=True)
             raise SystemExit(1)
