@@ -17,9 +17,11 @@ This module deals in the plain data of `Tokenizer(merges, vocab, special_tokens,
 Tokenizer: `to_dict` takes those four, `from_dict` returns them, and `Tokenizer.save` / `Tokenizer.load` /
 `Tokenizer.to_dict` (tokenizer/tokenizer.py) connect them to the class.
 
-Handled: a missing, corrupt or truncated file, a wrong format or version, malformed merges or ids, each with a
-ValueError that names the file (`Tokenizer.load` names it in the constructor's errors too). Not handled: reading
-other tools' files (see `tokenizer.formats`).
+Handled: a missing, unreadable, corrupt, truncated or absurdly nested file, a wrong format or version, malformed
+merges, ids that are not plain non-negative integers (`"01"`, `true`, `3.0`) or that token files cannot hold
+(>= 2**32, tokenizer.tokenfile.MAX_VOCAB_SIZE): each a `TokenizerFileError` (a ValueError) whose one line names the
+file; `Tokenizer.load` raises it for the constructor's refusals too (a merge of unknown tokens, clashing ids).
+Not handled: reading other tools' files (see `tokenizer.formats`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 
 from tokenizer.formats import token_to_unicode, unicode_to_bytes
 from tokenizer.outputs import atomic_output
+from tokenizer.tokenfile import MAX_VOCAB_SIZE
 
 FORMAT_NAME = "archlab-bpe"
 FORMAT_VERSION = 1
@@ -38,6 +41,11 @@ FILE_NAME = "tokenizer.json"  # what a directory path resolves to
 
 # Tokenizer's constructor arguments: merges, vocab (None = the trained layout), special token -> id, split regex
 TokenizerData = tuple[list[tuple[bytes, bytes]], dict[int, bytes] | None, dict[str, int], str]
+
+
+class TokenizerFileError(ValueError):
+    """A tokenizer file that cannot be used: missing, unreadable, corrupt, or holding invalid merges or ids. The
+    message is one line that starts with the file's path."""
 
 
 def to_dict(
@@ -64,11 +72,11 @@ def canonical_json(d: dict) -> str:
 
 
 def from_dict(d: object, source: str = "tokenizer dict") -> TokenizerData:
-    """Validate the file's structure: (merges, vocab, special_tokens, pattern), or a ValueError that starts with
-    `source`. What only the constructor checks (merges that use unknown tokens, clashing ids) is not checked here."""
+    """Validate the file's structure: (merges, vocab, special_tokens, pattern), or a TokenizerFileError that starts
+    with `source`. What only the constructor checks (merges that use unknown tokens, clashing ids) is not checked here."""
 
-    def bad(msg: str) -> ValueError:
-        return ValueError(f"{source}: {msg}")
+    def bad(msg: str) -> TokenizerFileError:
+        return TokenizerFileError(f"{source}: {msg}")
 
     if not isinstance(d, dict):
         raise bad(f"expected a JSON object, got {type(d).__name__}")
@@ -77,7 +85,7 @@ def from_dict(d: object, source: str = "tokenizer dict") -> TokenizerData:
             raise bad("this is a Hugging Face tokenizer.json, not an archlab tokenizer file; load it with tokenizers.Tokenizer.from_file")
         raise bad(f"not an archlab tokenizer file (format {d.get('format')!r}, expected {FORMAT_NAME!r})")
     version = d.get("version")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:  # not True or 1.0, which equal 1
         raise bad(f"unsupported tokenizer file version {version!r}; this archlab reads version {FORMAT_VERSION}")
     for key, kind in (("pattern", str), ("special_tokens", dict), ("merges", list)):
         if not isinstance(d.get(key), kind):
@@ -101,15 +109,25 @@ def from_dict(d: object, source: str = "tokenizer dict") -> TokenizerData:
     if d.get("vocab") is not None:
         vocab = {}
         for k, v in d["vocab"].items():
-            if not (k.isascii() and k.isdigit()):  # str.isdigit() alone accepts "²", which int() refuses
+            # str.isdigit() alone accepts "²", which int() refuses; "01" would silently share id 1 with "1"
+            if not (k.isascii() and k.isdigit()) or (k != "0" and k.startswith("0")):
                 raise bad(f"vocab id {k!r} is not a non-negative integer")
-            vocab[int(k)] = to_bytes(v, f"vocab entry {k}")
+            big = len(k) > len(str(MAX_VOCAB_SIZE))  # past any uint32 id (and int()'s digit limit, for some)
+            shown = k if len(k) <= 20 else f"{k[:20]}... ({len(k)} digits)"
+            vocab[_id(MAX_VOCAB_SIZE if big else int(k), f"vocab id {shown}", bad)] = to_bytes(v, f"vocab entry {k}")
     specials = {}
     for s, i in d["special_tokens"].items():
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
             raise bad(f"special token {s!r} has invalid id {i!r}")
-        specials[s] = i
+        specials[s] = _id(i, f"special token {s!r} has id {i}", bad)
     return merges, vocab, specials, d["pattern"]
+
+
+def _id(i: int, what: str, bad) -> int:
+    """An id a token file can hold (uint32: 0 .. MAX_VOCAB_SIZE - 1), else the file is refused."""
+    if i >= MAX_VOCAB_SIZE:
+        raise bad(f"{what}: token ids must be below 2**32 = {MAX_VOCAB_SIZE} (token files hold uint32 ids)")
+    return i
 
 
 def resolve_path(path: str | os.PathLike) -> Path:
@@ -128,16 +146,20 @@ def save(d: dict, path: str | os.PathLike) -> Path:
 
 
 def load(path: str | os.PathLike) -> object:
-    """The JSON value in a tokenizer file (check it with `from_dict`); ValueError naming the file if it is missing,
-    not UTF-8 or not JSON."""
+    """The JSON value in a tokenizer file (check it with `from_dict`); TokenizerFileError naming the file if it is
+    missing, unreadable, not UTF-8 or not JSON."""
     p = resolve_path(path)
     if not p.exists():
-        raise ValueError(f"{p}: no such tokenizer file")
+        raise TokenizerFileError(f"{p}: no such tokenizer file")
     try:
         raw = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{p}: not a valid tokenizer file (not UTF-8 text: {e.reason} at byte {e.start})") from None
+        raise TokenizerFileError(f"{p}: not a valid tokenizer file (not UTF-8 text: {e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise TokenizerFileError(f"{p}: cannot read the tokenizer file ({e.strerror or type(e).__name__})") from None
     try:
         return json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not a valid tokenizer file (corrupt or truncated JSON: {e})") from None
+    except ValueError as e:  # JSONDecodeError; an integer of more digits than int() converts
+        raise TokenizerFileError(f"{p}: not a valid tokenizer file (corrupt or truncated JSON: {e})") from None
+    except RecursionError:  # json's C decoder gives up on arrays/objects nested thousands deep
+        raise TokenizerFileError(f"{p}: not a valid tokenizer file (JSON nested too deep)") from None

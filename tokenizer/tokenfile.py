@@ -35,6 +35,7 @@ from tokenizer.outputs import atomic_output
 FORMAT = "archlab-tokens"
 VERSION = 1
 DTYPES = ("uint16", "uint32")
+MAX_VOCAB_SIZE = 1 << 32  # ids 0 .. 2**32 - 1 (uint32); a tokenizer file with a larger id is refused when loaded
 _TYPECODES = {"uint16": "H", "uint32": "I"}
 _ITEMSIZE = {"uint16": 2, "uint32": 4}
 
@@ -51,7 +52,7 @@ def token_dtype(vocab_size: int) -> str:
     """
     if vocab_size <= 1 << 16:
         return "uint16"
-    if vocab_size <= 1 << 32:
+    if vocab_size <= MAX_VOCAB_SIZE:
         return "uint32"
     raise ValueError(f"vocab_size {vocab_size} does not fit in uint32 ids")
 

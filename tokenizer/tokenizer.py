@@ -270,12 +270,13 @@ class Tokenizer:
 
     @classmethod
     def _from_dict(cls, d: object, source: str = "tokenizer dict") -> Tokenizer:
-        """Check and build from `to_dict`'s form; every ValueError starts with `source` (e.g. the file)."""
+        """Check and build from `to_dict`'s form; every refusal is a serialize.TokenizerFileError (a ValueError)
+        that starts with `source` (e.g. the file)."""
         merges, vocab, specials, pattern = serialize.from_dict(d, source)
         try:
             return cls(merges, vocab=vocab, special_tokens=specials, pattern=pattern)
         except ValueError as e:
-            raise ValueError(f"{source}: {e}") from None
+            raise serialize.TokenizerFileError(f"{source}: {e}") from None
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the versioned JSON file (a directory path gets `tokenizer.json` inside it)."""
@@ -283,7 +284,8 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Tokenizer:
-        """Read a file written by `save` (or a directory holding `tokenizer.json`); ValueError if invalid."""
+        """Read a file written by `save` (or a directory holding `tokenizer.json`); serialize.TokenizerFileError (a
+        ValueError, one line naming the file) if it is missing, unreadable or invalid."""
         path = serialize.resolve_path(path)
         return cls._from_dict(serialize.load(path), source=str(path))
 

@@ -5,8 +5,9 @@
 
 In order: every interpolation is resolved (to_plain), every group is built on its typed schema (types, unknown
 keys and each field's Rule: `optim.lr: must be a number > 0, got -1.0`), then what needs the machine, the files
-or the model: the device exists, tokenizer.path exists, arch.ModelConfig / EncDecConfig builds with a stand-in
-vocabulary (arch's own checks: `model: d_model=30 is not divisible by n_heads=4; ...`), learned positions cover
+or the model: the device exists, tokenizer.path exists and loads (experiments.config.tokenizer_file),
+arch.ModelConfig / EncDecConfig builds with a stand-in vocabulary (arch's own checks: `model: d_model=30 is not
+divisible by n_heads=4; ...`), learned positions cover
 train.n_ctx, and the data source answers (experiments.data.corpus / pairs check_source: files exist, the hub is
 reachable; last, as it may take a few seconds). Each failure is one ConfigError shaped `<key>: <why>`.
 Unknown group options and command-line keys are refused earlier, before Hydra starts (experiments.config.precheck).
@@ -28,6 +29,7 @@ from experiments.config.errors import ConfigError
 from experiments.config.model_schema import encdec_config, model_config
 from experiments.config.rules import omegaconf_error
 from experiments.config.schema import LoadedTokenizer, RunConfig, TrainConfig
+from experiments.config.tokenizer_file import check_tokenizer_file
 from experiments.data import corpus, pairs
 
 
@@ -62,6 +64,7 @@ def validate(cfg: DictConfig | dict) -> RunConfig:
         path = Path(os.path.expanduser(rc.tokenizer.path))
         if not path.exists():
             raise ConfigError(f"tokenizer.path: {str(path)!r} does not exist")
+        check_tokenizer_file(path)  # read and checked now, before any data: experiments/config/tokenizer_file.py
     # the model with a stand-in vocabulary (the real one comes from the tokenizer): catches every bad shape
     vocab = getattr(rc.tokenizer, "vocab_size", 512)
     if rc.task.kind == "seq2seq":
