@@ -3,8 +3,17 @@ the ones that died ended, and what Ctrl-C on the submitting command means. The j
 signal) is experiments/sweep/requeue.py; the Hydra plugin that ties both to submitit is
 hydra_plugins/archlab_slurm_launcher.
 
-    jobs = submit(launcher, params, job_params)      submitit's executor, parameters named as in its docs
-    returns = wait(jobs, run_dirs, sweep)            one JobReturn per job, in order; never raises for a failed job
+    jobs = submit_array(executor, fn, params, before)   one sbatch for the batch; refused: one line, exit 1
+    returns = SweepJobs(jobs, overrides, run_dirs, sweep).wait()   one JobReturn per job, in order; never raises
+                                                                   for a failed job
+
+sbatch refusing the array (a partition, account or QOS the cluster does not have, resources no node has, no
+controller to talk to): nothing was submitted (one sbatch call per array: never half of one), so the sweep dir is
+put back as it was before (experiments/sweep/dir_snapshot.py: no multirun.yaml of a sweep that never ran, no job
+pickles, no run dir) and the command ends with one line, sbatch's own words in it, and exit 1:
+    [archlab] sbatch refused the job array (2 job(s)), nothing was submitted and multirun/x is as it was before
+    this command: sbatch:
+    invalid partition specified: nosuch; Batch job submission failed: Invalid partition name specified
 
 How a job's end is known: its result file (submitit writes it when the job's function returns, which it does for
 every run that completes, diverges, fails or is stopped by SIGTERM), or, for a job that died without one, the
@@ -25,8 +34,11 @@ jobs, and `sacct`-only states (a job purged from squeue before its end was seen 
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import io
 import pickle
+import re
 import shlex
 import subprocess
 import sys
@@ -36,9 +48,11 @@ from typing import Any, Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from experiments.run.interrupt import EXIT_CODE, sweep_stopped
+from experiments.run.interrupt import EXIT_CODE, release_sweep, sweep_stopped
 from experiments.rundir.layout import RunStatus
+from experiments.sweep.dir_snapshot import DirSnapshot
 from experiments.sweep.records import record_unfinished
+from experiments.sweep.resume import sweep_resume_command
 
 WAITING = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "COMPLETING", "RESIZING",
            "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
@@ -70,6 +84,32 @@ def read_result(path: Path) -> tuple[str, Any] | None:
             return pickle.load(f)
     except (FileNotFoundError, EOFError):
         return None
+
+
+def sbatch_message(text: str) -> str:
+    """sbatch's error output as one line: `sbatch: <line>; <line>` (its `sbatch: error: ` prefixes dropped)."""
+    lines = [re.sub(r"^sbatch: (error|fatal): ", "", line.strip()) for line in text.splitlines() if line.strip()]
+    return "sbatch: " + "; ".join(lines) if lines else "sbatch failed without a message"
+
+
+def submit_array(executor: Any, fn: Any, params: Sequence[tuple], before: DirSnapshot,
+                 since: str = "this command") -> list[Any]:
+    """executor.map_array(fn, *params): the jobs, or, when sbatch refuses, `before` (the sweep dir before `since`)
+    restored, one line, exit 1."""
+    from submitit.core.utils import FailedJobError  # lazy: only a SLURM sweep's submitter needs it
+
+    said = io.StringIO()  # submitit prints sbatch's stderr before raising it: the one line below says it
+    try:
+        with contextlib.redirect_stderr(said):
+            return executor.map_array(fn, *zip(*params))
+    except FailedJobError as e:
+        before.restore()
+        release_sweep(str(before.root))
+        state = f"is as it was before {since}" if before.created_from is None else "was not created"
+        later = "" if since == "this command" else f"; once fixed, resume with: {sweep_resume_command(before.root)}"
+        print(f"[archlab] sbatch refused the job array ({len(params)} job(s)), nothing was submitted and "
+              f"{before.root} {state}: {sbatch_message(str(e) or said.getvalue())}{later}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 class SweepJobs:

@@ -7,6 +7,10 @@
   is waited for, one that died is recorded `interrupted` with the SLURM state, and the sweep's report and exit
   status come as with the local launchers (experiments/sweep/slurm.py).
 * Ctrl-C on the submitting command leaves the jobs running and says how to cancel or collect them.
+* Refusals in one line, the sweep dir as it was: setup() checks the values and that sbatch/srun/squeue exist
+  (experiments/sweep/slurm_check.py, also run by the precheck: exit 2) before the sweeper writes multirun.yaml; sbatch
+  refusing the array restores the sweep dir to what it held before this command (or before this batch, for a later
+  batch of a tuned sweep) and exits 1 with sbatch's message (experiments/sweep/slurm.py: submit_array).
 
 Its parameters are the plugin's (`timeout_min`, `partition`, `gpus_per_node`, `signal_delay_s`, `max_num_timeout`,
 `array_parallelism`, `additional_parameters`, ...: submitit's docs apply). Hydra imports every module under
@@ -17,6 +21,7 @@ installed (`hydra/launcher=slurm` is then refused in one line by experiments/con
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,8 +29,12 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
 from omegaconf import OmegaConf, open_dict
 
+from experiments.config.errors import ConfigError
+from experiments.run.interrupt import release_sweep
 from experiments.sweep import requeue
-from experiments.sweep.slurm import SweepJobs
+from experiments.sweep.dir_snapshot import DirSnapshot
+from experiments.sweep.slurm import SweepJobs, submit_array
+from experiments.sweep.slurm_check import check_commands, check_params
 
 try:
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
@@ -39,6 +48,7 @@ if _PluginSlurmLauncher is not None:
         """hydra.launcher: the submitit_slurm parameters (conf/hydra/launcher/slurm.yaml)."""
 
         timeouts = 0  # timeouts this job has had (set on the copy that a requeue pickles)
+        _before: DirSnapshot | None = None  # the sweep dir before this command, until the first batch is submitted
 
         # -- in the job's process ------------------------------------------------------------------------------
 
@@ -70,6 +80,20 @@ if _PluginSlurmLauncher is not None:
 
         # -- in the submitting process -------------------------------------------------------------------------
 
+        def setup(self, **kwargs: Any) -> None:
+            """Hydra's sweeper calls this before it writes anything: refuse bad values / no SLURM here (one line,
+            exit 2) and note what the sweep dir holds, for a refused submission to put back."""
+            super().setup(**kwargs)
+            sweep = str(self.config.hydra.sweep.dir)
+            try:
+                check_params(self.params)
+                check_commands()
+            except ConfigError as e:
+                release_sweep(sweep)
+                print(f"config error: {e}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
+            self._before = DirSnapshot.take(Path(sweep))
+
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             import submitit
 
@@ -86,7 +110,11 @@ if _PluginSlurmLauncher is not None:
                 print(f"[archlab] #{idx}: {' '.join(filter_overrides(overrides))}", flush=True)
                 params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
                 run_dirs.append(self._run_dir(list(overrides), idx))
-            jobs = executor.map_array(self, *zip(*params))
+            before, since = self._before, "this command"
+            if before is None:  # a later batch (the tuned sweeper's next phase): what it adds goes if it is refused
+                before, since = DirSnapshot.take(sweep), "this batch"
+            self._before = None  # not pickled into the jobs; the sweep dir now holds jobs of this command
+            jobs = submit_array(executor, self, params, before, since)
             print(f"[archlab] submitted SLURM job(s) {' '.join(j.job_id for j in jobs)}; their logs: "
                   f"{jobs[0].paths.folder.parent}/<job id>/", flush=True)
             return SweepJobs(jobs, job_overrides, run_dirs, str(sweep)).wait()

@@ -209,3 +209,34 @@ def test_ctrl_c_on_the_submitter_leaves_the_jobs_running(slurm_env, cache_dir, t
     finally:
         for job in sweep_jobs(sweep).values():
             subprocess.run(["scancel", job], env=slurm_env)
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new sweep dir", "resumed sweep dir"])
+def test_sbatch_refusing_the_array_leaves_the_sweep_dir_as_it_was(existing, slurm_env, cli_env, train_cli, tmp_path):
+    """partition=nosuch: sbatch refuses the array. One line with sbatch's own message, exit 1, no job queued, and the
+    sweep dir as before: a new one not created (nor its parent), a resumed one byte for byte (no multirun.yaml
+    rewritten, no job pickles, no run dir reading `running`)."""
+    sweep = tmp_path / "sweeps" / "s"
+    extra: list[str] = []
+    if existing:
+        (sweep / "0_seed=0").mkdir(parents=True)
+        (sweep / "multirun.yaml").write_text("an earlier sweep's config\n")
+        (sweep / "0_seed=0" / "summary.json").write_text('{"status": "interrupted"}')
+        extra = ["train.resume=true"]
+    before = _tree(tmp_path)
+    cli_env["SLURM_CONF"] = slurm_env["SLURM_CONF"]  # the command runs in this process (conftest's train_cli)
+    ran = train_cli("-m", *JOB, *TINY, "train.steps=2", "seed=0,1", "hydra.launcher.partition=nosuch",
+                    f"hydra.sweep.dir={sweep}", *extra)
+    err = ran.stderr
+
+    assert ran.returncode == 1, err[-3000:]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("[archlab] sweep ")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    assert lines[0].startswith("[archlab] sbatch refused the job array (2 job(s)), nothing was submitted"), lines
+    assert "Invalid partition name specified" in lines[0] and "nosuch" in lines[0], lines
+    assert _tree(tmp_path) == before
+    assert not any(str(sweep) in line for line in squeue(slurm_env, "-t", "all", "-o", "%o"))
