@@ -43,8 +43,10 @@ def required_values(tmp_path, cache_dir):
     jsonl = tmp_path / "corpus.jsonl"
     jsonl.write_text("".join(f'{{"text": "document {i} says hello"}}\n' for i in range(20)))
     tok = tmp_path / "tok.json"
-    tok.write_text("{}")
+    from tokenizer import Tokenizer
     from tokenizer.tokenfile import write_tokens
+
+    Tokenizer([]).save(tok)  # a real one: validate loads it (experiments/config/tokenizer_file.py)
 
     write_tokens(tmp_path / "train.bin", [range(256)], vocab_size=256, fingerprint="f" * 64)
     pairs = tmp_path / "pairs.tsv"
