@@ -12,7 +12,8 @@ experiment, or Hydra's defaults):
 * `train.resume=true` in a dir whose config.yaml holds another model than this command builds (the refusal
   train() would make when it reads the checkpoint; here before .hydra/ is written).
 Not handled: a sweep's job dirs (each job checks its own in train()); a resume of a run that never wrote
-config.yaml (train() decides).
+config.yaml, another tokenizer or other data, a damaged checkpoint (train() decides, after Hydra wrote .hydra/: a
+single run that train() refuses gets its dirs put back as they were, experiments/run/keep_dirs.py).
 """
 
 from __future__ import annotations

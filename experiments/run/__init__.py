@@ -15,6 +15,7 @@
     schedule.py       learning-rate schedules as a pure function of the step
     distributed.py    DDP plumbing (rank, device, collectives)
     interrupt.py      Ctrl-C / SIGTERM as "stop after this step", for a run and a whole sweep
+    keep_dirs.py      a single run that ends before writing its own files leaves its dirs as they were (.hydra/ too)
     eval_lm.py        validation loss / perplexity / bits per byte, attention entropy, length extrapolation
     eval_seq2seq.py   teacher-forced loss, token accuracy and exact match for seq2seq runs
     flops.py          peak FLOP/s of a device and MFU

@@ -5,7 +5,8 @@
 What is restored: the model's weights, the optimizer state, the grad scaler (fp16), step / tokens / elapsed, every
 random state of this rank and its data generator (bit-exact on CPU); with another world size than the checkpoint's,
 the data order is re-seeded from (seed, step, rank). Refused in one ConfigError: a damaged checkpoint, another model
-(arch.config_diff), another tokenizer or other data than the run's (rundir/checkpoint.check_same_inputs). No
+(arch.config_diff), another tokenizer or other data than the run's (rundir/checkpoint.check_same_inputs); nothing
+of the run dir is written before these checks, and the CLI puts back what Hydra wrote into it (run/keep_dirs.py). No
 checkpoint: a warning, and the run starts from step 0. Used by TrainingRun.restore (run/loop.py), for a solo run and
 for each member of a pack (run/pack.py).
 """

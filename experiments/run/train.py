@@ -52,6 +52,7 @@ from experiments.config.errors import ConfigError
 from experiments.config.precheck import precheck_or_exit
 from experiments.run import distributed
 from experiments.run.interrupt import EXIT_CODE, RunInterrupted, hold_sweep, sweep_stopped
+from experiments.run.keep_dirs import kept_unless_started
 from experiments.run.loop import TrainingRun
 from experiments.rundir.lock import RunDirLock
 from experiments.sweep.callbacks import stopped_at_once
@@ -135,12 +136,14 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """`python -m experiments.train ...`: the argument checks Hydra cannot do (one line each), then main()."""
+    """`python -m experiments.train ...`: the argument checks Hydra cannot do (one line each), then main(); a single
+    run that ends before writing its own files leaves its dirs as they were (experiments/run/keep_dirs.py)."""
     precheck_or_exit(sys.argv[1:])
-    try:
-        main()
-    except KeyboardInterrupt:  # a sweep's launcher got a second Ctrl-C / SIGTERM: its jobs were stopped at once
-        stopped_at_once()
+    with kept_unless_started():
+        try:
+            main()
+        except KeyboardInterrupt:  # a sweep's launcher got a second Ctrl-C / SIGTERM: its jobs were stopped at once
+            stopped_at_once()
 
 
 if __name__ == "__main__":

@@ -4,4 +4,5 @@
     checkpoint.py  weights (safetensors) and training state: save, load, last / best
     tracking.py    metrics.jsonl and summary.json, mirrored to wandb when asked
     lock.py        RunDirLock: one writer per run dir (a second process is refused in one line)
+    snapshot.py    DirSnapshot: a dir as it was (bytes, modes, mtimes), put back after a run that never started
 """

@@ -91,6 +91,29 @@ def check_not_in_use(run_dir: str | os.PathLike) -> None:
         RunDirLock(run_dir).acquire().release()
 
 
+def held_by_another(run_dir: str | os.PathLike) -> bool:
+    """True when another live process holds `run_dir`'s lock now. Unlike acquire() (which writes its pid) and
+    release() (which removes the file), this writes nothing: the lock file is opened read-only and flock'd without
+    waiting. False without a lock file, and where fcntl is missing (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def holder_pid(path: Path) -> int | None:
     """The pid written in a lock file, None when it is missing, empty or not a number."""
     try:
