@@ -7,7 +7,6 @@
     slurm.py      hydra/launcher=slurm, the submitting side: wait for the job array, record jobs the scheduler ended
     requeue.py    hydra/launcher=slurm, the job side: SIGUSR2 (time limit, preemption) -> checkpoint, requeue, resume
     slurm_check.py  hydra/launcher=slurm, before anything is written: its values, sbatch/srun/squeue on PATH
-    dir_snapshot.py what a sweep dir held, put back when sbatch refuses the job array
     tune.py       the tuned sweep (hydra/sweeper=tuned): each arm at its own best lr, then fresh seeds; with
                   tune_spec.py (the declaration), tune_select.py (best lr, widening), tuning_record.py (tuning.json)
 """

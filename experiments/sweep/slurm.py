@@ -9,8 +9,8 @@ hydra_plugins/archlab_slurm_launcher.
 
 sbatch refusing the array (a partition, account or QOS the cluster does not have, resources no node has, no
 controller to talk to): nothing was submitted (one sbatch call per array: never half of one), so the sweep dir is
-put back as it was before (experiments/sweep/dir_snapshot.py: no multirun.yaml of a sweep that never ran, no job
-pickles, no run dir) and the command ends with one line, sbatch's own words in it, and exit 1:
+put back as it was before (sweep_snapshot, experiments/rundir/snapshot.py: no multirun.yaml of a sweep that never
+ran, no job pickles, no run dir) and the command ends with one line, sbatch's own words in it, and exit 1:
     [archlab] sbatch refused the job array (2 job(s)), nothing was submitted and multirun/x is as it was before
     this command: sbatch:
     invalid partition specified: nosuch; Batch job submission failed: Invalid partition name specified
@@ -50,7 +50,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from experiments.run.interrupt import EXIT_CODE, release_sweep, sweep_stopped
 from experiments.rundir.layout import RunStatus
-from experiments.sweep.dir_snapshot import DirSnapshot
+from experiments.rundir.snapshot import DirSnapshot
 from experiments.sweep.records import record_unfinished
 from experiments.sweep.resume import sweep_resume_command
 
@@ -92,6 +92,13 @@ def sbatch_message(text: str) -> str:
     return "sbatch: " + "; ".join(lines) if lines else "sbatch failed without a message"
 
 
+def sweep_snapshot(sweep: Path) -> DirSnapshot:
+    """The sweep dir now, to put back if sbatch refuses: the bytes of its own files (multirun.yaml, tuning.json);
+    the files in its dirs (runs, .submitit, report: nothing rewrites them before a job starts) only by their stat."""
+    dirs = [p.name for p in sweep.iterdir() if p.is_dir()] if sweep.is_dir() else []
+    return DirSnapshot.take(sweep, stat_only=dirs)
+
+
 def submit_array(executor: Any, fn: Any, params: Sequence[tuple], before: DirSnapshot,
                  since: str = "this command") -> list[Any]:
     """executor.map_array(fn, *params): the jobs, or, when sbatch refuses, `before` (the sweep dir before `since`)
@@ -105,7 +112,7 @@ def submit_array(executor: Any, fn: Any, params: Sequence[tuple], before: DirSna
     except FailedJobError as e:
         before.restore()
         release_sweep(str(before.root))
-        state = f"is as it was before {since}" if before.created_from is None else "was not created"
+        state = f"is as it was before {since}" if before.existed else "was not created"
         later = "" if since == "this command" else f"; once fixed, resume with: {sweep_resume_command(before.root)}"
         print(f"[archlab] sbatch refused the job array ({len(params)} job(s)), nothing was submitted and "
               f"{before.root} {state}: {sbatch_message(str(e) or said.getvalue())}{later}", file=sys.stderr, flush=True)

@@ -31,9 +31,9 @@ from omegaconf import OmegaConf, open_dict
 
 from experiments.config.errors import ConfigError
 from experiments.run.interrupt import release_sweep
+from experiments.rundir.snapshot import DirSnapshot
 from experiments.sweep import requeue
-from experiments.sweep.dir_snapshot import DirSnapshot
-from experiments.sweep.slurm import SweepJobs, submit_array
+from experiments.sweep.slurm import SweepJobs, submit_array, sweep_snapshot
 from experiments.sweep.slurm_check import check_commands, check_params
 
 try:
@@ -92,7 +92,7 @@ if _PluginSlurmLauncher is not None:
                 release_sweep(sweep)
                 print(f"config error: {e}", file=sys.stderr, flush=True)
                 raise SystemExit(2) from None
-            self._before = DirSnapshot.take(Path(sweep))
+            self._before = sweep_snapshot(Path(sweep))
 
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             import submitit
@@ -112,7 +112,7 @@ if _PluginSlurmLauncher is not None:
                 run_dirs.append(self._run_dir(list(overrides), idx))
             before, since = self._before, "this command"
             if before is None:  # a later batch (the tuned sweeper's next phase): what it adds goes if it is refused
-                before, since = DirSnapshot.take(sweep), "this batch"
+                before, since = sweep_snapshot(sweep), "this batch"
             self._before = None  # not pickled into the jobs; the sweep dir now holds jobs of this command
             jobs = submit_array(executor, self, params, before, since)
             print(f"[archlab] submitted SLURM job(s) {' '.join(j.job_id for j in jobs)}; their logs: "

@@ -1,5 +1,6 @@
 """hydra/launcher=slurm refused in one line before anything is written (experiments/sweep/slurm_check.py), and a
-refused submission leaving the sweep dir as it was (experiments/sweep/dir_snapshot.py, slurm.submit_array).
+refused submission leaving the sweep dir as it was (slurm.submit_array; the snapshot itself is tested in
+test_dir_snapshot.py).
 
 The table spells out, from sbatch's documentation and not from the code under test, which values of every launcher
 key are bad: each is refused naming its key, each good one passes, and every key the composed `hydra/launcher=slurm`
@@ -20,7 +21,6 @@ from omegaconf import OmegaConf
 
 from experiments.config.compose import compose_config
 from experiments.config.errors import ConfigError
-from experiments.sweep.dir_snapshot import DirSnapshot
 from experiments.sweep.slurm import sbatch_message
 from experiments.sweep.slurm_check import RULES, check_commands, check_params
 
@@ -142,43 +142,9 @@ def test_sbatch_message_is_one_line():
                                     "Invalid partition name specified")
 
 
-# -- the sweep dir put back ---------------------------------------------------------------------------------------
-
-
 def tree(root: Path) -> dict[str, bytes | None]:
     """Every path under root: a file's bytes, None for a dir (the reference: a plain walk)."""
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in root.rglob("*")}
-
-
-@pytest.mark.parametrize("changes", ["new files", "new dirs", "top file rewritten", "top file removed", "all"])
-def test_restore_puts_an_existing_dir_back(tmp_path, changes):
-    root = tmp_path / "sweep"
-    (root / "0_seed=0" / "checkpoints").mkdir(parents=True)
-    (root / "multirun.yaml").write_text("hydra: old\n")
-    (root / "tuning.json").write_text("{}")
-    (root / "0_seed=0" / "summary.json").write_text('{"status": "interrupted"}')
-    before, snap = tree(root), DirSnapshot.take(root)
-    if changes in ("new files", "all"):
-        (root / "x.pkl").write_bytes(b"1")
-        (root / "0_seed=0" / "new.txt").write_text("n")
-    if changes in ("new dirs", "all"):
-        (root / ".submitit" / "a" / "b").mkdir(parents=True)
-        (root / ".submitit" / "a" / "b" / "f").write_text("f")
-    if changes in ("top file rewritten", "all"):
-        (root / "multirun.yaml").write_text("hydra: new and longer\n")
-    if changes in ("top file removed", "all"):
-        (root / "tuning.json").unlink()
-    snap.restore()
-    assert tree(root) == before
-
-
-def test_restore_removes_a_dir_that_was_not_there_and_its_new_parents(tmp_path):
-    root = tmp_path / "multirun" / "2025-01-01" / "12-00-00"
-    snap = DirSnapshot.take(root)
-    (root / ".submitit").mkdir(parents=True)
-    (root / "multirun.yaml").write_text("x")
-    snap.restore()
-    assert sorted(tmp_path.iterdir()) == []
 
 
 # -- the command --------------------------------------------------------------------------------------------------
