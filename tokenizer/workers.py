@@ -51,6 +51,7 @@ import multiprocessing as mp
 import pickle
 import signal
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
@@ -109,7 +110,8 @@ def _worker_main(tasks: Connection, results: Connection, inherited: list[Connect
         del task
         try:
             reply = (True, fn(*args))
-        except Exception as e:  # noqa: BLE001 - raised again in the parent
+        except Exception as e:  # noqa: BLE001 - raised again in the parent, with this traceback as a note
+            e.add_note("in a tokenizer worker process:\n" + "".join(traceback.format_exception(e)).rstrip())
             reply = (False, e)
         try:
             try:
