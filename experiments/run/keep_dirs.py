@@ -48,10 +48,11 @@ class Kept:
 
     def put_back_unless_started(self) -> list[str]:
         """Restore every dir when the run wrote none of its own files; returns what could not be put back."""
-        if self.run_dir.changed(RUN_OUTPUTS) or held_by_another(self.run_dir.root):
-            return []
+        snaps = (self.run_dir, *self.others)
+        if any(snap.changed(RUN_OUTPUTS) for snap in snaps) or held_by_another(self.run_dir.root):
+            return []  # the run started (a run's files in Hydra's dir too: never remove a run's output)
         lost = []
-        for snap in (self.run_dir, *self.others):
+        for snap in snaps:
             lost += [str(snap.root / rel) for rel in snap.restore()]
         return lost
 
@@ -79,6 +80,8 @@ class KeepDirs(Callback):
         run_dir = os.path.expanduser(own) if own else hydra_dir
         if run_dir is None:
             return
+        if own and hydra_dir and OmegaConf.select(config, "hydra.job.chdir") and not os.path.isabs(run_dir):
+            run_dir = os.path.join(hydra_dir, run_dir)  # train() resolves it in the job's dir, where Hydra chdir'd
         others = [DirSnapshot.take(hydra_dir)] if hydra_dir is not None and own and \
             Path(hydra_dir).absolute() != Path(run_dir).absolute() else []
         _TAKEN.append(Kept(DirSnapshot.take(run_dir, stat_only=RUN_OUTPUTS), others))

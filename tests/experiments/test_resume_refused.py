@@ -7,8 +7,10 @@ another model or cannot be parsed, resume with overwrite, a bad value, a dir ano
 tokenizer file) and after it, in train() (the checkpoint's tokenizer or data fingerprints differ, a damaged
 checkpoint, another model with no config.yaml to tell, a validation split too short), plus a Ctrl-C and an exception
 in setup (no refusal line then, but the dir is kept the same). The run dir is given as hydra.run.dir (Hydra writes
-into it) and, for a few rows, as train.run_dir (Hydra's own timestamped dir must not be left behind). A resume that
-is accepted still gets Hydra's new record. The reference is an independent walk of the tree (test_dir_snapshot.tree).
+into it) and, for a few rows, as train.run_dir (Hydra's own timestamped dir must not be left behind; relative, under
+hydra.job.chdir=true, inside Hydra's dir). What must not be put back: a resume that is accepted gets Hydra's new
+record, and one that fails in its loop keeps what it wrote. The reference is an independent walk of the tree
+(test_dir_snapshot.tree).
 """
 
 from __future__ import annotations
@@ -149,6 +151,51 @@ def test_with_train_run_dir_no_hydra_dir_is_left_behind(name, run_dir, train_cli
     assert list(cwd.iterdir()) == []
 
 
+def _break_the_loop(monkeypatch) -> None:
+    from experiments.run.loop import TrainingRun
+
+    def broken(self):
+        raise RuntimeError("a bug in the loop")
+
+    monkeypatch.setattr(TrainingRun, "after_step", broken)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fails_in", ["setup", "loop"])
+def test_a_relative_train_run_dir_under_hydra_job_chdir(base_run, tmp_path, train_cli, monkeypatch, fails_in):
+    """hydra.job.chdir=true: train() resolves a relative train.run_dir inside Hydra's dir, and so does the snapshot:
+    a refusal puts the dir back, a run that failed in its loop keeps what it wrote there."""
+    hydra_dir = tmp_path / "hydra_dir"
+    shutil.copytree(base_run, hydra_dir / "rel")
+    shutil.rmtree(hydra_dir / "rel" / ".hydra")
+    before = tree(hydra_dir)
+    if fails_in == "loop":
+        _break_the_loop(monkeypatch)
+    ran = train_cli(*TINY, "tokenizer.vocab_size=300", "train.resume=true", "train.run_dir=rel", "train.steps=5",
+                    *(["tokenizer.pattern=gpt4"] if fails_in == "setup" else []), "hydra.job.chdir=true",
+                    f"hydra.run.dir={hydra_dir}", cwd=tmp_path)
+    if fails_in == "setup":
+        assert ran.returncode == REFUSED and "trained on another tokenizer" in ran.stderr, ran.stderr[-2000:]
+        assert tree(hydra_dir) == before
+    else:
+        assert ran.returncode == 1 and "a bug in the loop" in ran.stderr, ran.stderr[-2000:]
+        assert '"status": "failed"' in (hydra_dir / "rel" / "summary.json").read_text()
+        assert (hydra_dir / ".hydra" / "overrides.yaml").is_file()
+
+
+def test_a_resume_that_fails_in_its_loop_keeps_what_it_wrote(run_dir, train_cli, monkeypatch):
+    """Only a run that wrote nothing of its own is put back: one that reached its loop keeps its summary, metrics
+    and Hydra's record of it."""
+    _break_the_loop(monkeypatch)
+    before = (run_dir / ".hydra" / "overrides.yaml").read_text()
+    ran = train_cli(*TINY, "tokenizer.vocab_size=300", "train.steps=5", "train.resume=true",
+                    f"hydra.run.dir={run_dir}")
+    assert ran.returncode == 1 and "a bug in the loop" in ran.stderr
+    assert '"status": "failed"' in (run_dir / "summary.json").read_text()
+    assert "train.steps=5" in (run_dir / ".hydra" / "overrides.yaml").read_text() and "train.steps=5" not in before
+
+
+@pytest.mark.slow
 def test_an_accepted_resume_gets_hydras_new_record(run_dir, train_cli):
     before = (run_dir / ".hydra" / "overrides.yaml").read_text()
     ran = train_cli(*TINY, "tokenizer.vocab_size=300", "train.steps=4", "train.resume=true",
