@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask") or not hasattr(signal, "SIGUSR1"),
                                 reason="POSIX signals")
 
-# Helpers every scenario shares: the live children of this process, and a stop timed from outside.
+# Helpers every scenario shares: the children of this process, and a Ctrl-C's stop timed from the signal.
 PRELUDE = """
 import json, os, signal, sys, threading, time
 from tokenizer import workers
@@ -44,8 +44,17 @@ def children():
                 out.append(int(d))
     return out
 
-def interrupt_in(seconds):
-    threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT)).start()
+def stop_time(pool, fn, tasks, interrupt_after):
+    # seconds from a Ctrl-C sent `interrupt_after` s into running `tasks` on `pool` to the pool being stopped
+    sent = []
+    threading.Timer(interrupt_after, lambda: (sent.append(time.monotonic()), os.kill(os.getpid(), signal.SIGINT))).start()
+    try:
+        with pool:
+            for _ in pool.imap_unordered(fn, tasks):
+                pass
+    except KeyboardInterrupt:
+        return time.monotonic() - sent[0]
+    raise AssertionError("the tasks ended before the Ctrl-C")
 """
 
 
@@ -89,16 +98,8 @@ def test_a_worker_that_ignores_sigterm_is_killed():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     workers.KILL_AFTER_S = 0.5
-    pool = WorkerPool(2, initializer=deaf)
-    interrupt_in(0.5)
-    start = time.monotonic()
-    try:
-        with pool:
-            for _ in pool.imap_unordered(time.sleep, [(30,), (30,)]):
-                pass
-    except KeyboardInterrupt:
-        pass
-    print(json.dumps({"took": time.monotonic() - start, "left": children()}))
+    took = stop_time(WorkerPool(2, initializer=deaf), time.sleep, [(30,), (30,)], 0.5)
+    print(json.dumps({"took": took, "left": children()}))
     """
     got = _last_json(_run(script, timeout=60))
     assert got["left"] == []
@@ -135,16 +136,8 @@ def test_a_stop_while_a_large_task_is_being_written_returns():
         time.sleep(30)
 
     big = "x" * (16 << 20)
-    start = None
-    try:
-        with WorkerPool(2, initializer=stuck) as pool:
-            interrupt_in(0.5)
-            start = time.monotonic()
-            for _ in pool.imap_unordered(len, [(big,)] * 4):
-                pass
-    except KeyboardInterrupt:
-        pass
-    print(json.dumps({"took": time.monotonic() - start, "left": children()}))
+    took = stop_time(WorkerPool(2, initializer=stuck), len, [(big,)] * 4, 0.5)
+    print(json.dumps({"took": took, "left": children()}))
     """
     got = _last_json(_run(script, timeout=60))
     assert got["left"] == []
