@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.compare import build_report
+from experiments.compare.headline import read_headline
 from experiments.config.check import to_plain, validate
 from experiments.config.compose import compose_config
 from experiments.config.errors import ConfigError
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nruns: {out}/  ({time.perf_counter() - t0:.0f}s in all)")
     try:
         report = build_report([str(d) for d in run_dirs if (d / "summary.json").exists()], out / "report", by=["model.pos.kind"])
-        print(f"report: {report}")
+        print(*read_headline(report), f"report: {report}", sep="\n")  # which group won, by how much, how sure
     except Exception as e:  # the runs are still there; say how to build the report by hand
         print(f"report not built ({type(e).__name__}: {e}); run dirs:")
         for d in run_dirs:

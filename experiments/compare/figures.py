@@ -53,8 +53,8 @@ def figure_names(metric: str) -> list[str]:
 
 def extrap_note(runs: list[Run]) -> str:
     """Why the 1× value differs from the table's final val/loss: the two evals score different tokens."""
-    cfg = {(r.flat.get("train.extrap_max_tokens"), r.flat.get("train.eval_batches"), r.flat.get("train.eval_batch_size"))
-           for r in runs}
+    keys = ("train.extrap_max_tokens", "train.eval_batches", "train.eval_batch_size")
+    cfg = {tuple(r.flat.get(k) for k in keys) for r in runs}
     (limit, batches, batch), = cfg if len(cfg) == 1 else ((None, None, None),)
     first = f"the first {limit:,} tokens" if isinstance(limit, int) else "the first train.extrap_max_tokens tokens"
     spread = (f"{batches} × {batch} windows" if isinstance(batches, int) and isinstance(batch, int)

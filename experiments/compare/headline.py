@@ -56,7 +56,9 @@ def margin_text(pair: dict[str, Any], family: int) -> str:
     lo, hi = pair["ci"]
     uncorrected = ", uncorrected" if (lo > 0 or hi < 0) and pair["verdict"] != "better" else ""
     over = f" over {family} pairs" if family > 1 else ""
-    return f"{head}, 95% CI {fmt_ci(pair['ci'])}{uncorrected}, {pair['test']}; Holm p={fmt_p(pair['p_holm'])}{over}"
+    p = fmt_p(pair["p_holm"])
+    p = p if p.startswith("<") else f"={p}"  # 'Holm p<0.001', 'Holm p=0.140'
+    return f"{head}, 95% CI {fmt_ci(pair['ci'])}{uncorrected}, {pair['test']}; Holm p{p}{over}"
 
 
 def lead_text(lead: list[dict[str, Any]], ranking: list[dict[str, Any]]) -> str:

@@ -5,9 +5,9 @@ through rundir.atomic_write: a symlink in its place is replaced, never written t
 `i`, and in line charts dash and marker `i` (line_style), in every figure: a curve lying exactly on another's still
 shows. Where groups share x positions (per-layer, per-length, per-factor and single-evaluation points) each group is
 shifted a little sideways (dodge), so equal values with their error bars sit side by side instead of on top of each
-other. A group whose metric has a single evaluation is a point with a ± std error bar, not a line. Diverged / interrupted / failed runs are drawn as thin dashed
-lines ending in an × (the last finite point), never dropped. Not handled here: deciding whether a plot applies
-(figures.py).
+other. A group whose metric has a single evaluation is a point with a ± std error bar, not a line. Diverged /
+interrupted / failed runs are drawn as thin dashed lines ending in an × (the last finite point), never dropped.
+Not handled here: deciding whether a plot applies (figures.py).
 """
 
 from __future__ import annotations

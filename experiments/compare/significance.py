@@ -20,7 +20,8 @@ Handled (the intervals and p-values are scipy.stats'; the formulas are in docs/c
   95%, has 80% power against a true difference of `sesoi`, with the observed spread taken as the truth. Exact
   power from the noncentral t (scipy.stats.nct), not the normal approximation: paired, df = n-1 and noncentrality
   |sesoi|·√n/s_d; unpaired, the equal-n two-sample t-test with the pooled variance
-  s_p² = ((n_x-1)s_x² + (n_y-1)s_y²)/(n_x+n_y-2), df = 2n-2 and noncentrality |sesoi|/(s_p·√(2/n)) (Welch's test at equal n is within a seed of it);
+  s_p² = ((n_x-1)s_x² + (n_y-1)s_y²)/(n_x+n_y-2), df = 2n-2 and noncentrality |sesoi|/(s_p·√(2/n)) (Welch's
+  test at equal n is within a seed of it);
 * `holm`: Holm's step-down adjusted p-values of a family of tests (pairwise.py applies it to every pair of groups).
 Not handled: correction inside `difference` (each call is one test at 95%), non-normal small samples (the
 t-interval assumes roughly normal values), which runs count (comparison.py).
@@ -170,10 +171,11 @@ def holm(ps: Sequence[float | None]) -> list[float | None]:
     adj_(i) = max over j <= i of min(1, (m - j + 1) · p_(j)). Rejecting where adj < α keeps the chance of any false
     "distinguishable" in the family at most α. None (no test) stays None and does not count in m.
     Example: holm([0.01, 0.04, 0.03]) -> [0.03, 0.06, 0.06]"""
-    order = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])  # type: ignore[arg-type,return-value]
+    tested = {i: float(p) for i, p in enumerate(ps) if p is not None}
+    order = sorted(tested, key=tested.__getitem__)
     out: list[float | None] = [None] * len(ps)
     running = 0.0
     for j, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - j) * float(ps[i])))  # type: ignore[arg-type]
+        running = max(running, min(1.0, (len(order) - j) * tested[i]))
         out[i] = running
     return out

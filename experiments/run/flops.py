@@ -12,8 +12,8 @@ Where the peak comes from, in order:
      reaches on one large matmul while this run is running, not a datasheet number: numbers from different CPU
      machines do not compare. Nothing is cached across processes: an earlier build kept the best rate ever
      measured in `<cache_dir>/peak_flops.json`, a running maximum that only grew, so two identical runs at
-     different times showed different MFU (issue 30: 24.1% and 19.9% for two demos). The best of several bursts keeps one slow burst
-     (another process taking the core for a moment) from lowering the peak.
+     different times showed different MFU (issue 30: 24.1% and 19.9% for two demos). The best of several
+     bursts keeps one slow burst (another process taking the core for a moment) from lowering the peak.
 Not handled: fp8/tf32 peaks (training here is bf16 on GPU, fp32 on CPU), multi-GPU (the peak is per device).
 """
 
