@@ -13,7 +13,8 @@ group not distinguishable from it after Holm's correction:
 * otherwise "no clear winner: <lead> are not distinguishable (from the best mean) at n=<n>", the best-vs-runner-up
   difference with its interval and Holm p (an interval that excludes 0 while Holm's p does not is marked
   "uncorrected"), then the groups outside the lead and who in the lead beats them;
-* a tuned sweep (tuning.py's protocol) says the comparison is best-vs-best: each arm at its own tuned lr;
+* a tuned sweep (tuning.py's protocol) says the comparison is best-vs-best: each arm at its own tuned lr (a sweep
+  tuned once on a proxy says it is not: every arm ran at the lr transferred from the proxy);
 * with a smallest effect of interest (--sesoi), the seeds per group that would resolve it between the top two.
 Fewer than two groups with a value: one line saying there is nothing to compare.
 Imports no scipy (the command line reads the lines back with read_headline). Not handled: the statistics
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.compare.tables import fmt_ci, fmt_p, fmt_signed
+from experiments.compare.tuning import TUNED, TUNED_PROXY
 
 COUNTS = {2: "both", 3: "all three", 4: "all four"}
 
@@ -89,8 +91,10 @@ def headline(pw: dict[str, Any], protocol: str = "") -> dict[str, Any]:
     """The headline of pairwise.py's document `pw` (see the module docstring); `protocol`: tuning.protocol's text."""
     ranking, name = pw["ranking"], pw["name"]
     prefix = f"{name} ({'higher' if pw['direction'] == 'higher_is_better' else 'lower'} is better)"
-    if protocol.startswith("tuned"):
+    if protocol == TUNED:
         prefix = f"Best-vs-best (each arm at its own tuned lr, fresh seeds), {prefix}"
+    elif protocol == TUNED_PROXY:  # one arm's lr, transferred: not best-vs-best
+        prefix = f"Every arm at the lr tuned on a proxy (not best-vs-best), {prefix}"
     out: dict[str, Any] = {"metric": name, "best": None, "runner_up": None, "diff": None, "ci": None, "test": None,
                            "p": None, "p_holm": None, "resolved": False, "lead": [], "lines": []}
     if len(ranking) < 2:

@@ -17,8 +17,10 @@ import pytest
 from scipy import stats
 
 from experiments.compare import build_report, main
-from experiments.compare.headline import read_headline
+from experiments.compare.headline import headline, read_headline
+from experiments.compare.pairwise import pairwise
 from experiments.compare.significance import holm, seeds_needed
+from experiments.compare.tuning import TUNED, TUNED_PROXY, UNTUNED
 from tests.experiments.synthetic_runs import GROUPS, make_config, write_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,6 +224,18 @@ def test_a_tuned_sweep_says_best_vs_best(tmp_path: Path) -> None:
     assert lines[0].startswith("Best-vs-best (each arm at its own tuned lr, fresh seeds), final val/loss (lower is "
                                "better): no clear winner: pos=rope and pos=learned are not distinguishable at n=3")
     assert f"Holm p={res.pvalue:.3f})" in lines[0]  # one pair: Holm's p is the pair's own
+
+
+@pytest.mark.parametrize("protocol, prefix", [
+    (TUNED, "Best-vs-best (each arm at its own tuned lr, fresh seeds), final val/loss"),
+    (TUNED_PROXY, "Every arm at the lr tuned on a proxy (not best-vs-best), final val/loss"),  # one arm was tuned
+    (UNTUNED, "final val/loss"),
+])
+def test_the_protocol_says_whether_it_is_best_vs_best(protocol: str, prefix: str) -> None:
+    groups = [{"label": f"pos={k}", "index": i, "seeds": [0, 1, 2], "values": v}
+              for i, (k, v) in enumerate({"learned": [3.10, 3.20, 3.05], "rope": [3.00, 3.15, 2.90]}.items())]
+    line = headline(pairwise(groups, "final val/loss", higher_better=False), protocol)["lines"][0]
+    assert line.startswith(prefix + " (lower is better): no clear winner: pos=rope and pos=learned")
 
 
 # ---------------------------------------------------------------- --sesoi on the command line
