@@ -2,9 +2,9 @@
 report_manifest.json; with analysis=True also the Analysis section's PNGs, analysis.py).
 
 Order: check the arguments and the out dir (outdir.py) before any run is read; load, check and group the runs
-and pick the baseline group; draw the figures (figures.py); compare every group with the baseline
-(comparison.py); write comparison.json, report.md and report.html (markdown.py, html.py), each atomically; then
-the manifest. A tuned sweep (a dir holding tuning.json) is compared on its final runs only; its tuning section and
+and pick the baseline group; draw the figures (figures.py); compare every pair of groups (Holm-corrected, with the
+headline they give) and every group with the baseline (comparison.py, pairwise.py, headline.py); write
+comparison.json, report.md and report.html (markdown.py, html.py), each atomically; then the manifest. A tuned sweep (a dir holding tuning.json) is compared on its final runs only; its tuning section and
 basin.png come from tuning.json (tuning.py, basin.py). A sweep whose runs all failed still gets a report that says so (the runs table lists every run with its
 status and reason); only a metric or x axis that no completed run logged is an error (a typo, most likely).
 Not handled: two builds writing one out dir at the same time.

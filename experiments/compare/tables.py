@@ -199,7 +199,7 @@ def pairwise_note(ctx: dict[str, Any]) -> str:
 
 def baseline_note(ctx: dict[str, Any]) -> str:
     doc = ctx["comparison"]
-    omitted = "".join(f" {name} is left out: it equals the final value in every run."
+    omitted = "".join(f" The {name} rows are left out: it equals the final value in every run."
                       for name in doc.get("omitted", []))
     where = f" at α = 0.05, on the {ctx['metric']} rows"
     sesoi = SESOI_NOTE.format(sesoi=doc["sesoi"], where=where) if doc.get("sesoi") else ""
