@@ -54,6 +54,7 @@ from experiments.run import distributed
 from experiments.run.interrupt import EXIT_CODE, RunInterrupted, hold_sweep, sweep_stopped
 from experiments.run.keep_dirs import kept_unless_started
 from experiments.run.loop import TrainingRun
+from experiments.rundir.layout import RunDir
 from experiments.rundir.lock import RunDirLock
 from experiments.sweep.callbacks import stopped_at_once
 from experiments.sweep.job import is_multirun, parallel_jobs, resolve_run_dir, sweep_dir
@@ -124,8 +125,9 @@ def main(cfg: DictConfig) -> float | None:
             print(f"{how}; {run_dir}: summary.json says {status}" if started else f"{run_dir}: {how}",
                   file=sys.stderr, flush=True)
             return None
-        print(f"{how}; {run_dir}: summary.json says interrupted; resume with: {resume_command(run_dir)}",
-              file=sys.stderr, flush=True)
+        status = (RunDir(run_dir).read_summary() or {}).get("status")  # a resume stopped in setup keeps its own
+        said = f"summary.json says {status}" if status else "no summary.json"
+        print(f"{how}; {run_dir}: {said}; resume with: {resume_command(run_dir)}", file=sys.stderr, flush=True)
         sys.exit(EXIT_CODE)
     except Exception:
         if not is_multirun():

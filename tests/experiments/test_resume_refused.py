@@ -93,7 +93,7 @@ CASES = {
     "a bad value": (["optim.lr=-1"], None, REFUSED, "optim.lr"),
     "dir in use": ([], _hold_lock, REFUSED, "in use by another process"),
     "corrupt tokenizer file": ([], _corrupt_tokenizer, REFUSED, "token ids must be below 2**32"),
-    "Ctrl-C in setup": ([], "ctrl-c", 130, "interrupted"),
+    "Ctrl-C in setup": ([], "ctrl-c", 130, "summary.json says completed; resume with"),  # what it still says
     "exception in setup": ([], "exception", 1, None),
 }
 DEFAULT = {"another tokenizer", "damaged checkpoint", "Ctrl-C in setup"}  # the rest: slow (make test-all)
