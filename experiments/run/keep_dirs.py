@@ -17,7 +17,8 @@ and mtime, what was not there is removed, and a dir that did not exist is remove
 loop, or recorded its failure in its summary.json (a fresh run that failed in setup), keeps what it wrote and
 Hydra's record of it. A dir whose lock another live process holds now (it started there meanwhile) is left to it.
 Only single runs: a sweep's jobs each record their own failure, and a sweep dir is the sweep's. Only the process
-of rank 0 (under torchrun every rank runs Hydra; their writes may race with the restore: not handled).
+of rank 0 (under torchrun every rank runs Hydra; their writes may race with the restore: not handled). Not a dir of
+more than snapshot.MAX_ENTRIES paths (hydra.run.dir=. in a checkout): such a run is not guarded.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.run import distributed
 from experiments.rundir.layout import RUN_OUTPUTS
 from experiments.rundir.lock import held_by_another
-from experiments.rundir.snapshot import DirSnapshot
+from experiments.rundir.snapshot import DirSnapshot, TooLarge
 
 
 @dataclass
@@ -82,9 +83,12 @@ class KeepDirs(Callback):
             return
         if own and hydra_dir and OmegaConf.select(config, "hydra.job.chdir") and not os.path.isabs(run_dir):
             run_dir = os.path.join(hydra_dir, run_dir)  # train() resolves it in the job's dir, where Hydra chdir'd
-        others = [DirSnapshot.take(hydra_dir)] if hydra_dir is not None and own and \
-            Path(hydra_dir).absolute() != Path(run_dir).absolute() else []
-        _TAKEN.append(Kept(DirSnapshot.take(run_dir, stat_only=RUN_OUTPUTS), others))
+        try:
+            others = [DirSnapshot.take(hydra_dir)] if hydra_dir is not None and own and \
+                Path(hydra_dir).absolute() != Path(run_dir).absolute() else []
+            _TAKEN.append(Kept(DirSnapshot.take(run_dir, stat_only=RUN_OUTPUTS), others))
+        except TooLarge:  # not a run dir (hydra.run.dir=. in a checkout): left as before, unguarded
+            pass
 
 
 @contextmanager

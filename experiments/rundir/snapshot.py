@@ -6,9 +6,9 @@
         snap.restore()                                        # every file's bytes, mode and mtime as they were
 
 What is recorded: every file, symlink and dir below `path` (links are never followed): its kind, size, mode and
-mtime, and a regular file's bytes when it is at most BYTES_LIMIT and not below a `stat_only` name (the run's own
-outputs, which are only compared: a checkpoint is never read); whether `path` existed, and if not, the nearest
-ancestor that did.
+mtime, and a regular file's bytes when it is at most BYTES_LIMIT, not below a `stat_only` name (the run's own
+outputs, which are only compared: a checkpoint is never read) and BYTES_TOTAL are not yet kept; whether `path`
+existed, and if not, the nearest ancestor that did. A dir of more than MAX_ENTRIES paths is refused (TooLarge).
 
 `restore()`: what was not there is removed (a dir only once empty); a file whose kind, size, mode or mtime differ
 (or that is gone) gets its bytes back (a temp file beside it renamed over it), or, when its bytes were not kept and
@@ -31,6 +31,12 @@ from pathlib import Path
 from tokenizer.outputs import atomic_write  # the repo's one atomic file write
 
 BYTES_LIMIT = 1 << 20  # bigger files are compared by size and mtime; an appended one is cut back to its old size
+BYTES_TOTAL = 64 << 20  # past this many kept bytes, the rest of the files are compared only
+MAX_ENTRIES = 20_000  # a dir holding more paths is not a run dir to snapshot (hydra.run.dir=. in a checkout): refused
+
+
+class TooLarge(ValueError):
+    """A dir with more than MAX_ENTRIES paths below it: no snapshot is taken of it."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,8 @@ class Entry:
             other.kind, other.size, other.mode, other.mtime_ns, other.target)
 
 
-def _entry(path: Path, *, keep_bytes: bool) -> Entry | None:
+def _entry(path: Path, *, budget: list[int] | None = None) -> Entry | None:
+    """The path as it is now; a regular file's bytes too while `budget` (bytes left to keep) allows."""
     try:
         st = path.lstat()
         if stat.S_ISLNK(st.st_mode):
@@ -59,26 +66,33 @@ def _entry(path: Path, *, keep_bytes: bool) -> Entry | None:
         else:
             kind = "dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
             target = None
-        data = path.read_bytes() if keep_bytes and kind == "file" and st.st_size <= BYTES_LIMIT else None
+        data = None
+        if budget is not None and kind == "file" and st.st_size <= min(BYTES_LIMIT, budget[0]):
+            data = path.read_bytes()
+            budget[0] -= len(data)
     except OSError:  # gone meanwhile, unreadable: as if it were not there
         return None
     return Entry(kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_atime_ns, st.st_mtime_ns, target, data)
 
 
 def _scan(root: Path, *, keep_bytes: bool, stat_only: frozenset[str]) -> dict[str, Entry]:
-    """relative posix path -> Entry for everything below `root` ("" is the root itself)."""
+    """relative posix path -> Entry for everything below `root` ("" is the root itself); TooLarge past MAX_ENTRIES."""
     if not root.is_dir():
         return {}
     found: dict[str, Entry] = {}
+    budget = [BYTES_TOTAL]
     for here, dirs, files in os.walk(root, followlinks=False):
         base = Path(here)
         for name in (*dirs, *files):
             path = base / name
             rel = path.relative_to(root).as_posix()
-            entry = _entry(path, keep_bytes=keep_bytes and rel.split("/", 1)[0] not in stat_only)
+            keep = keep_bytes and rel.split("/", 1)[0] not in stat_only
+            entry = _entry(path, budget=budget if keep else None)
             if entry is not None:
                 found[rel] = entry
-    top = _entry(root, keep_bytes=False)
+            if len(found) > MAX_ENTRIES:
+                raise TooLarge(f"{root} holds more than {MAX_ENTRIES} paths")
+    top = _entry(root)
     if top is not None:
         found[""] = top
     return found
@@ -99,7 +113,8 @@ class DirSnapshot:
 
     @classmethod
     def take(cls, root: str | os.PathLike, *, stat_only: Iterable[str] = ()) -> DirSnapshot:
-        """Record `root` now; files below the top-level names in `stat_only` are recorded without their bytes."""
+        """Record `root` now; files below the top-level names in `stat_only` are recorded without their bytes.
+        TooLarge for a dir of more than MAX_ENTRIES paths."""
         root = Path(os.path.realpath(root))  # a symlinked run dir: the dir it names
         entries = _scan(root, keep_bytes=True, stat_only=frozenset(stat_only))
         ancestor = None if entries else next((p for p in root.parents if p.exists()), None)
@@ -108,7 +123,10 @@ class DirSnapshot:
     def changed(self, names: Iterable[str] | None = None) -> list[str]:
         """The relative paths that differ now (new, gone or changed), all of them or only below the top-level
         `names` (e.g. RUN_OUTPUTS: has the run written anything of its own?)."""
-        now = _scan(self.root, keep_bytes=False, stat_only=frozenset())
+        try:
+            now = _scan(self.root, keep_bytes=False, stat_only=frozenset())
+        except TooLarge:
+            return ["."]  # grown past what a snapshot covers: everything may have changed
         wanted = None if names is None else set(names)
         out = []
         for rel in sorted(set(now) | set(self.entries)):
@@ -121,7 +139,10 @@ class DirSnapshot:
 
     def restore(self) -> list[str]:
         """Put `root` back as it was (see the module docstring); returns the relative paths it could not."""
-        now = _scan(self.root, keep_bytes=False, stat_only=frozenset())
+        try:
+            now = _scan(self.root, keep_bytes=False, stat_only=frozenset())
+        except TooLarge:
+            return ["."]
         for rel in sorted(set(now) - set(self.entries), key=_depth, reverse=True):  # new: deepest first
             _remove(self.root / rel, now[rel])
         lost = []

@@ -166,3 +166,20 @@ def test_a_symlinked_root_is_the_dir_it_names(tmp_path, link):
     (real / "new").write_text("y")
     assert snap.restore() == []
     assert tree(real) == before
+
+
+def test_a_dir_too_large_is_refused_and_kept_bytes_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(snapshot_mod, "MAX_ENTRIES", 5)
+    monkeypatch.setattr(snapshot_mod, "BYTES_TOTAL", 10)
+    root = tmp_path / "run"
+    root.mkdir()
+    for i in range(3):
+        (root / f"f{i}").write_bytes(b"abcd")
+    snap = DirSnapshot.take(root)
+    assert sum(e.data is not None for e in snap.entries.values()) == 2  # 8 of the 10 bytes; the third is compared
+    for i in range(3, 6):
+        (root / f"f{i}").write_bytes(b"x")
+    with pytest.raises(snapshot_mod.TooLarge):
+        DirSnapshot.take(root)
+    assert snap.changed() == ["."] and snap.restore() == ["."]  # grown past the bound: nothing touched
+    assert len(list(root.iterdir())) == 6
