@@ -5,12 +5,12 @@ before train() runs: experiments/run/keep_dirs.py puts them back), with one line
 One table over the refusal reasons, wherever they are decided: before Hydra (precheck: the dir's config.yaml holds
 another model or cannot be parsed, resume with overwrite, a bad value, a dir another process holds, a corrupt
 tokenizer file) and after it, in train() (the checkpoint's tokenizer or data fingerprints differ, a damaged
-checkpoint, another model with no config.yaml to tell, a validation split too short), plus a Ctrl-C and an exception
-in setup (no refusal line then, but the dir is kept the same). The run dir is given as hydra.run.dir (Hydra writes
-into it) and, for a few rows, as train.run_dir (Hydra's own timestamped dir must not be left behind; relative, under
-hydra.job.chdir=true, inside Hydra's dir). What must not be put back: a resume that is accepted gets Hydra's new
-record, and one that fails in its loop keeps what it wrote. The reference is an independent walk of the tree
-(test_dir_snapshot.tree).
+checkpoint, another model with no config.yaml to tell, a validation split too short, a budget past
+train.max_epochs), plus a Ctrl-C and an exception in setup (no refusal line then, but the dir is kept the same). The
+run dir is given as hydra.run.dir (Hydra writes into it) and, for a few rows, as train.run_dir (Hydra's own
+timestamped dir must not be left behind; relative, under hydra.job.chdir=true, inside Hydra's dir). What must not be
+put back: a resume that is accepted gets Hydra's new record, and one that fails in its loop keeps what it wrote. The
+reference is an independent walk of the tree (test_dir_snapshot.tree).
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ CASES = {
     "another model, no config.yaml": (["model.d_model=64"], lambda run: (run / "config.yaml").unlink(), REFUSED,
                                       "holds a different model"),
     "validation split too short": (["data.val_fraction=0.00001"], None, REFUSED, "validation split has"),
+    "budget past train.max_epochs": (["train.max_epochs=0.0001"], None, REFUSED, "train.max_epochs: the budget"),
     "another model (config.yaml)": (["model.d_model=64"], None, REFUSED, "holds a run of another model"),
     "config.yaml not YAML": ([], lambda run: (run / "config.yaml").write_text("model: [\n"), REFUSED,
                              "cannot parse"),
