@@ -18,6 +18,9 @@ refuses is one line on stderr and exit 2, and nothing is written (Hydra has not 
 * a budget given twice (`experiment=X train.steps=20` where X sets train.tokens; experiments.run.budget), a bad
   ARCHLAB_MAX_STEPS, and a missing data file of the run or of a sweep's first point, named with how to get it
   when it is a findings' pre-registered file (experiments.config.data_files);
+* a sweep on hydra/sweeper=tuned: its declaration (hydra.sweeper.*), and each key and value it sets on its runs
+  checked as the command line's are (`hydra.sweeper.tune={optim.lrr: [...]}` -> did you mean optim.lr?;
+  experiments.sweep.tune_check);
 * a single run: every value check of experiments.config.check.validate (`optim.lr=-1`, a missing tokenizer.path);
   a dir that holds a run, without train.resume=true / train.overwrite=true; a resume whose dir holds a run of
   another model (Hydra would write .hydra/ over the old run's before train() refused).
@@ -31,6 +34,7 @@ from __future__ import annotations
 import copy
 import difflib
 import sys
+from functools import partial
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,7 @@ from experiments.config.rules import close_key, omegaconf_error
 from experiments.config.rundir_check import check_resume, check_run_dirs
 from experiments.sweep.slurm_check import check_launcher as check_slurm_launcher
 from experiments.run.budget import check_budget_given_once, max_steps_cap
+from experiments.sweep.tune_check import check_sweeper_overrides, check_tuned
 
 # launcher plugin config -> (its module, the archlab extra that installs it)
 LAUNCHER_PLUGINS = {
@@ -158,6 +163,16 @@ def check_value(base: DictConfig, key: str, value: Any) -> None:
         raise omegaconf_error(e) from None
 
 
+def check_override(o, groups: dict[str, list[str]], base: DictConfig, plain: dict[str, Any]) -> None:
+    """One override's option (a group) or key and every value, as the command line's own are checked."""
+    if o.key_or_group in groups:
+        _check_group(o.key_or_group, _values(o) or [], groups)
+        return
+    check_key(o.key_or_group, plain)
+    for value in _values(o) or []:
+        check_value(base, o.key_or_group, value)
+
+
 def _flag(overrides: list, key: str) -> bool:
     return any(o.key_or_group == key and not o.is_sweep_override() and o.value() in (True, "true") for o in overrides)
 
@@ -210,6 +225,9 @@ def precheck(argv: list[str]) -> None:
         for value in _values(o) or []:
             check_value(base, o.key_or_group, value)
     point = [_first_point(o) for o in overrides]
+    check = partial(check_override, groups=groups, base=base, plain=plain)  # also for what a tuned sweeper sets
+    if args.multirun:  # hydra.sweeper.* overrides, before Hydra merges them into a tuned sweeper's declaration
+        check_sweeper_overrides(point, overrides, check)
     cfg = compose_config([p for p in point if p], return_hydra_config=True)
     if args.cfg:
         return  # --cfg prints the config and exits: nothing is written
@@ -222,6 +240,7 @@ def precheck(argv: list[str]) -> None:
     run_dir = check_run_dirs(cfg, multirun=bool(args.multirun), resume=resume, overwrite=overwrite)
     if args.multirun:
         check_slurm_launcher(cfg.hydra.launcher)  # hydra/launcher=slurm: its values, sbatch/srun on PATH
+        check_tuned(cfg, overrides, check)  # hydra/sweeper=tuned: its declaration, what it sets per run, its plan
         return  # a sweep's values are checked per job (each job that cannot run records its own summary)
     run_config = validate(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
     if resume and run_dir is not None:

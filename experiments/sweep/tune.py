@@ -39,16 +39,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.run.interrupt import release_sweep, sweep_stopped
 from experiments.rundir.layout import RunDir, RunStatus
+from experiments.rundir.tracking import flatten_config
 from experiments.sweep.resume import sweep_resume_command
 from experiments.sweep.tune_select import loss_spread, next_point, pick_best, point_losses
-from experiments.sweep.tune_spec import SEED_KEY, TuneError, TuneSpec, horizon_override, proxy_overrides, unknown_key
-from experiments.sweep.tuning_record import NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun
+from experiments.sweep.tune_spec import SEED_KEY, TuneError, declare, horizon_override
+from experiments.sweep.tuning_record import (NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun,
+                                             defining)
 
 HAS_RESULT = (RunStatus.COMPLETED, RunStatus.DIVERGED)
 DONE = (*HAS_RESULT, RunStatus.FAILED)  # a tuning run that will not change by waiting (failed: left out)
@@ -103,53 +104,35 @@ class TunedSweep:
 
     def plan(self, arguments: list[str]) -> TuningRecord:
         """Check the declaration and the sweep dir; the record of the sweep to run (TuneError when refused)."""
-        if self.declared.get("unknown"):
-            raise TuneError(unknown_key(self.declared["unknown"][0]))
-        params = self.declared.get("params") or {}
-        lines = [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in params.items()]
-        try:
-            overrides = OverridesParser.create(config_loader=self.config_loader).parse_overrides([*lines, *arguments])
-        except Exception as e:  # noqa: BLE001 - Hydra's grammar refusal, as one line
-            raise TuneError(f"hydra.sweeper.params: {str(e).splitlines()[0]}") from None
-        self.spec = TuneSpec.declared(tune=self.declared.get("tune"), tune_seeds=self.declared.get("tune_seeds"),
-                                      seeds=self.declared.get("seeds"), tune_fraction=self.declared.get("tune_fraction"),
-                                      widen=self.declared.get("widen"))
-        arm_lines, self.fixed = self.spec.split(overrides)
-        proxy, proxy_only = self._proxy(arm_lines)
-        if proxy_only:
-            arm_lines = [*arm_lines, proxy]
+        d = declare(self.declared, arguments, self.config_loader)
+        self.spec, self.fixed, arm_lines, proxy, proxy_only = d.spec, d.fixed, d.arm_lines, d.proxy, d.proxy_only
         arms = [dict(line.split("=", 1) for line in arm) for arm in arm_lines]
         self.arm_lines = arm_lines
-        self.horizons = [self._horizon(arm) for arm in arm_lines]
+        runs = [self._run_config(arm) for arm in arm_lines]  # each arm's final run, as composed for its job
+        self.horizons = [horizon_override(run["train"], self.spec.fraction) for run in runs]
         record = TuningRecord(key=self.spec.key, grid=list(self.spec.grid), tune_seeds=list(self.spec.tune_seeds),
                               seeds=list(self.spec.seeds), fraction=self.spec.fraction, widen=self.spec.widen,
                               arms=arms, horizon=[{"key": k, "full": f, "tuning": t} for k, f, t in self.horizons],
-                              proxy=None if proxy is None else arm_lines.index(proxy), proxy_only=proxy_only)
+                              proxy=None if proxy is None else arm_lines.index(proxy), proxy_only=proxy_only,
+                              config=defining(flatten_config(runs[0]), self.spec.key))
         self._check_sweep_dir(record)
         return record
 
-    def _proxy(self, arm_lines: list[list[str]]) -> tuple[list[str] | None, bool]:
-        """(the proxy's overrides as Hydra prints them, whether it is not one of the arms); (None, False): no proxy."""
-        swept = [line.split("=", 1)[0] for line in arm_lines[0]]
-        lines = proxy_overrides(self.declared.get("proxy"), self.spec.key, swept)
-        if lines is None:
-            return None, False
+    def _compose(self, overrides: list[str]) -> DictConfig:
+        """A job's config (hydra node included), as Hydra's launchers compose it; TuneError (one line) when it does
+        not compose."""
         try:
-            parsed = OverridesParser.create(config_loader=self.config_loader).parse_overrides(lines)
-        except Exception as e:  # noqa: BLE001 - Hydra's grammar refusal, as one line
-            raise TuneError(f"hydra.sweeper.proxy: {str(e).splitlines()[0]}") from None
-        if any(o.is_sweep_override() for o in parsed):
-            raise TuneError(f"hydra.sweeper.proxy: must set one value per key (the proxy is one model), got "
-                            f"{', '.join(lines)}")
-        proxy = [f"{o.get_key_element()}={o.get_value_element_as_str()}" for o in parsed]
-        return proxy, proxy not in arm_lines
+            return self.config_loader.load_sweep_config(self.config, list(overrides))
+        except Exception as e:  # noqa: BLE001 - a composition error, as one line naming the overrides
+            raise TuneError(f"{','.join(overrides) or 'the sweep'}: {str(e).splitlines()[0]}") from None
 
-    def _horizon(self, arm: list[str]) -> tuple[str, float, float]:
+    def _run_config(self, arm: list[str]) -> dict[str, Any]:
+        """The run config (plain, resolved, no hydra node) of the arm's final runs but for their seed and tuned key."""
+        cfg = self._compose([*arm, *self._fixed(arm).values()])
         try:
-            cfg = self.config_loader.load_sweep_config(self.config, [*arm, *self._fixed(arm).values()])
-        except Exception as e:  # noqa: BLE001 - a composition error, as one line naming the arm
+            return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+        except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve, as one line
             raise TuneError(f"{','.join(arm) or 'the sweep'}: {str(e).splitlines()[0]}") from None
-        return horizon_override(OmegaConf.to_container(cfg.train, resolve=True), self.spec.fraction)
 
     def _check_sweep_dir(self, record: TuningRecord) -> None:
         try:
@@ -161,13 +144,12 @@ class TunedSweep:
         if not self.resume:
             raise TuneError(f"hydra.sweep.dir: {self.sweep_dir} already holds a tuned sweep ({TuningRecord.path('')}); "
                             f"continue it with train.resume=true, or choose another hydra.sweep.dir")
-        mine, theirs = record.declaration(), earlier.declaration()
-        changed = [k for k in mine if mine[k] != theirs[k]]
+        changed = record.difference(earlier)
         if changed:
-            k = changed[0]
-            raise TuneError(f"train.resume=true: {TuningRecord.path(self.sweep_dir)} declared {k} = {theirs[k]}, this "
-                            f"command {mine[k]}; resume with the sweep's own declaration or choose another "
-                            f"hydra.sweep.dir")
+            k, theirs, mine = changed
+            raise TuneError(f"train.resume=true: {TuningRecord.path(self.sweep_dir)} declared {k} = {theirs}, this "
+                            f"command {mine}; a resume continues the same sweep: resume with its own arguments, or "
+                            f"choose another hydra.sweep.dir for the changed one")
 
     def jobs(self, points: list[tuple[int, float, int]], tuning: bool) -> list[Job]:
         """Jobs for (arm, lr, seed) points, numbered from self.next_idx; tuning jobs train the tuning horizon."""
@@ -190,7 +172,7 @@ class TunedSweep:
 
     def _job_dir(self, overrides: list[str], idx: int) -> Path:
         """The dir Hydra's launchers give job `idx`: hydra.sweep.dir / hydra.sweep.subdir, composed as they do."""
-        cfg = self.config_loader.load_sweep_config(self.config, list(overrides))
+        cfg = self._compose(overrides)
         with open_dict(cfg):
             cfg.hydra.job.id = idx
             cfg.hydra.job.num = idx
@@ -252,6 +234,8 @@ class TunedSweep:
         record.phase, record.finals = "final", [j.result(self.sweep_dir) for j in finals]
         record.write(self.sweep_dir)
         self._say(record)
+        if why := record.no_final_runs():
+            print(f"[archlab] the tuned sweep ends here: {why}", file=sys.stderr, flush=True)
         self.launch(finals)
         record.finals = [j.result(self.sweep_dir) for j in finals]
         if not self.stopped():

@@ -4,13 +4,19 @@
                              tune_fraction=0.25, widen=2)
     arms = spec.arms(parsed_overrides)      # [[("model/pos", "model/pos=learned")], ...] plus the fixed overrides
     horizon_override(train_node, 0.25)      # ("train.steps", 200, 50): the budget key the run uses, scaled
+    d = declare(declared_of(sweeper_node), ["model/pos=learned,rope"])   # all of the above: what TunedSweep.plan
+    d.set_per_run()                         # and experiments.config.precheck (tune_check.py) read
 
 Refused, each as one TuneError line (`hydra.sweeper.<key>: ...`): a key that is not one of KEYS; a tune node that is not one key with a list of
 numbers; fewer than MIN_POINTS points; a point <= 0 or repeated; no tune seeds or no fresh seeds; a seed in both
 lists or twice in one; a tune_fraction outside (0, 1]; a widen that is not an int >= 0; `seed` or the tuned key
 swept or set in `hydra.sweeper.params` or on the command line (the sweeper sets both per run); a sweep that is not a
 list of values (interval()); a `proxy` that is not a mapping of keys to single values, sets `seed` or the tuned
-key, or leaves a swept key unset (proxy_overrides).
+key, or leaves a swept key unset (proxy_overrides); `params` that is not a mapping of keys to values.
+`declare` is the one place that reads a declaration (hydra.sweeper's keys plus the command line) into a Declaration:
+the sweeper checks it when it starts, and the up-front check (tune_check.py) before Hydra starts, where the keys and
+values it sets per run (`set_per_run`: the tuned key at every grid point, the proxy's and params' values) are checked
+as every command-line override is (`optim.lrr` -> did you mean optim.lr?).
 The horizon scales whichever budget the run holds (train.flops > train.tokens > train.steps, as
 experiments/run/budget.py reads them): a tuning run trains `tune_fraction` of it, at least one step or token.
 Not handled: tuning more than one key at a time (a joint grid), or grids that are not lists (log-uniform ranges).
@@ -24,6 +30,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
 from experiments.config.errors import ConfigError
@@ -31,6 +38,7 @@ from experiments.config.errors import ConfigError
 MIN_POINTS = 4
 SEED_KEY = "seed"
 KEYS = ("params", "tune", "tune_seeds", "seeds", "tune_fraction", "widen", "proxy")  # hydra.sweeper's keys
+TARGET = "hydra_plugins.archlab_tuned_sweeper.tuned_sweeper.TunedSweeper"  # hydra.sweeper._target_ (conf/hydra/sweeper)
 
 
 class TuneError(ConfigError):
@@ -175,3 +183,75 @@ def horizon_override(train: dict[str, Any], fraction: float) -> tuple[str, float
 def _scaled(full: int, fraction: float) -> int:
     """ceil(full * fraction), at least 1, without float noise (400 * 0.1 is 40, not 41)."""
     return max(1, math.ceil(round(full * fraction, 9)))
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A checked tuned sweep: the spec, each arm's overrides (`key=value`, a proxy outside the arms last), the fixed
+    overrides [(key, `key=value`)], the proxy's overrides (None: no proxy) and whether it is outside the arms."""
+
+    spec: TuneSpec
+    arm_lines: list[list[str]]
+    fixed: list[tuple[str, str]]
+    proxy: list[str] | None
+    proxy_only: bool
+    params: list[str]        # hydra.sweeper.params as override lines (the declaration's own arms)
+
+    def set_per_run(self) -> list[tuple[str, str]]:
+        """[(where it is declared, `key=v1,v2,...`)]: every key and value the sweep sets on its runs that the command
+        line does not show: the tuned key over its grid, the params and the proxy's values."""
+        out = [("hydra.sweeper.tune", f"{self.spec.key}={','.join(repr(v) for v in self.spec.grid)}")]
+        out += [("hydra.sweeper.params", line) for line in self.params]
+        return out + [("hydra.sweeper.proxy", line) for line in self.proxy or []]
+
+
+def declared_of(node: dict[str, Any]) -> dict[str, Any]:
+    """hydra.sweeper's node (plain Python) as TunedSweeper receives it: its KEYS, and `unknown` the others."""
+    return {**{k: node.get(k) for k in KEYS}, "unknown": sorted(str(k) for k in node if k not in (*KEYS, "_target_"))}
+
+
+def _dotted(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """params with nested mappings as dotted keys: `+hydra.sweeper.params.model.d_model='32,64'` is read as
+    {"model": {"d_model": "32,64"}}, meant as {"model.d_model": "32,64"}."""
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, dict) and v:
+            out.update(_dotted(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def declare(declared: dict[str, Any], arguments: Sequence[str], config_loader: Any = None) -> Declaration:
+    """The checked declaration of hydra.sweeper's keys (`declared`, plain Python, `unknown` listing keys it does not
+    take) with the command line's overrides (`arguments`, as Hydra hands them to a sweeper); TuneError for the first
+    thing wrong. `config_loader` resolves glob() sweeps of config groups."""
+    if declared.get("unknown"):
+        raise TuneError(unknown_key(declared["unknown"][0]))
+    params = declared.get("params") or {}
+    if not isinstance(params, dict):
+        raise TuneError(f"hydra.sweeper.params: must map keys to values or comma lists (the arms, e.g. "
+                        f"{{model/pos: learned,rope}}), got {params!r}")
+    lines = [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in _dotted(params).items()]
+    parser = OverridesParser.create(config_loader=config_loader)
+    try:
+        overrides = parser.parse_overrides([*lines, *arguments])
+    except Exception as e:  # noqa: BLE001 - Hydra's grammar refusal, as one line
+        raise TuneError(f"hydra.sweeper.params: {str(e).splitlines()[0]}") from None
+    spec = TuneSpec.declared(tune=declared.get("tune"), tune_seeds=declared.get("tune_seeds"),
+                             seeds=declared.get("seeds"), tune_fraction=declared.get("tune_fraction"),
+                             widen=declared.get("widen"))
+    arm_lines, fixed = spec.split(overrides)
+    lines_of_proxy = proxy_overrides(declared.get("proxy"), spec.key, [line.split("=", 1)[0] for line in arm_lines[0]])
+    if lines_of_proxy is None:
+        return Declaration(spec, arm_lines, fixed, None, False, lines)
+    try:
+        parsed = parser.parse_overrides(lines_of_proxy)
+    except Exception as e:  # noqa: BLE001 - Hydra's grammar refusal, as one line
+        raise TuneError(f"hydra.sweeper.proxy: {str(e).splitlines()[0]}") from None
+    if any(o.is_sweep_override() for o in parsed):
+        raise TuneError(f"hydra.sweeper.proxy: must set one value per key (the proxy is one model), got "
+                        f"{', '.join(lines_of_proxy)}")
+    proxy = [f"{o.get_key_element()}={o.get_value_element_as_str()}" for o in parsed]
+    proxy_only = proxy not in arm_lines
+    return Declaration(spec, [*arm_lines, proxy] if proxy_only else arm_lines, fixed, proxy, proxy_only, lines)

@@ -20,8 +20,15 @@ The file (version 1):
     proxy       null, or the index in `arms` of the one arm tuned (hydra.sweeper.proxy): every arm's final runs use
                 its best lr (results[i].note "transferred from the proxy ...")
     proxy_only  true when the proxy is not one of the compared arms (appended to `arms`, tuned, no final runs)
+    config      the first arm's final run config, flat (`train.steps`: 8, `model.d_model`: 64, data, ...), without
+                the keys that do not define the sweep (NOT_DEFINING, the seed and the tuned key): with the
+                declaration above, what a resume must find unchanged (`difference`)
 
 Run dirs are stored relative to the sweep dir, so a moved or copied sweep dir keeps its record.
+`difference(earlier)` names the first thing that differs between two records' definitions (the declaration, then the
+config's keys both hold: a key one of them lacks, as after a schema field was added, is not compared; a record
+written before `config` existed is compared on its declaration alone). `no_final_runs()` says why a concluded sweep
+has no final runs, for the sweep's own output and the report.
 Not handled: two sweeps writing one sweep dir at once.
 """
 
@@ -40,6 +47,10 @@ TUNING_JSON = "tuning.json"
 VERSION = 1
 PHASES = ("tuning", "final", "done")
 NOT_STARTED = "not started"  # a planned run with no summary.json (yet)
+# config keys (and key prefixes) that name where and how a run is carried out, not what it measures: a resume may change
+# them (conf/train.yaml leaves the same keys out of the run dir names)
+NOT_DEFINING = ("train.resume", "train.overwrite", "train.run_dir", "train.num_threads", "train.progress",
+                "data.cache_dir", "logger")
 
 
 class TuningRecordError(ValueError):
@@ -89,6 +100,7 @@ class TuningRecord:
     finals: list[TuningRun] = field(default_factory=list)
     proxy: int | None = None              # the arm tuned for every arm (μTransfer), None: each arm tuned
     proxy_only: bool = False              # the proxy is not a compared arm: tuning runs only
+    config: dict[str, Any] = field(default_factory=dict)  # the first arm's final run config, flat, defining keys only
 
     @property
     def tuned_arms(self) -> list[int]:
@@ -111,6 +123,33 @@ class TuningRecord:
         return {"key": self.key, "grid": self.grid, "tune_seeds": self.tune_seeds, "seeds": self.seeds,
                 "fraction": self.fraction, "widen": self.widen, "arms": self.arms, "proxy": self.proxy,
                 "proxy_only": self.proxy_only}
+
+    def difference(self, earlier: TuningRecord) -> tuple[str, Any, Any] | None:
+        """(name, earlier value, this value) of the first thing that defines the sweep and differs (the declaration,
+        then each config key both records hold), None when they define the same sweep.
+        Example: a record of train.steps=8 against one of 4 -> ("train.steps", 4, 8)"""
+        mine, theirs = self.declaration(), earlier.declaration()
+        for k in mine:
+            if mine[k] != theirs[k]:
+                return k, theirs[k], mine[k]
+        for k in self.config:
+            if k in earlier.config and self.config[k] != earlier.config[k]:
+                return k, earlier.config[k], self.config[k]
+        return None
+
+    def no_final_runs(self) -> str | None:
+        """Why a concluded sweep (every tuned arm has a result) runs no final run, None when it runs some or has not
+        concluded. Every tuning run diverged: a resume changes nothing (its runs keep their results)."""
+        if len(self.results) != len(self.arms) or any(self.results[a].best_lr is not None for a in self.compared_arms):
+            return None
+        runs = [r for r in self.runs if r.arm in self.tuned_arms]
+        if runs and all(r.status == "diverged" for r in runs):
+            lrs = sorted({r.lr for r in runs})
+            return (f"every tuning run diverged ({len(runs)} runs, {self.key} {lrs[0]:g} to {lrs[-1]:g}), so no arm "
+                    f"has a best {self.key} and no final run was started; resuming changes nothing (diverged runs "
+                    f"keep their result): declare lower values in hydra.sweeper.tune and start another sweep dir")
+        notes = "; ".join(f"{self.arm_label(a)}: {self.results[a].note}" for a in self.tuned_arms)
+        return f"no arm has a best {self.key}, so no final run was started ({notes})"
 
     def arm_label(self, arm: int) -> str:
         """`model/pos=rope` (the arm's overrides, comma-joined); `(one arm)` when the sweep has no other sweep key."""
@@ -143,7 +182,7 @@ class TuningRecord:
                        runs=[_run(r) for r in data["runs"]], results=[_result(r) for r in data["results"]],
                        finals=[_run(r) for r in data["finals"]],
                        proxy=None if data.get("proxy") is None else int(data["proxy"]),
-                       proxy_only=bool(data.get("proxy_only", False)))
+                       proxy_only=bool(data.get("proxy_only", False)), config=dict(data.get("config") or {}))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TuningRecordError(f"not a tuning record ({type(e).__name__}: {e})") from None
 
@@ -190,3 +229,11 @@ def _result(d: dict[str, Any]) -> ArmResult:
     return ArmResult(best_lr=None if best is None else float(best), edge=d.get("edge"),
                      widened=[float(v) for v in d.get("widened") or []], loss_spread=_finite(d.get("loss_spread")),
                      note=str(d.get("note") or ""))
+
+
+def defining(flat: dict[str, Any], key: str) -> dict[str, Any]:
+    """A flat run config without the keys that do not define a tuned sweep: NOT_DEFINING, the seed, the tuned `key`
+    (both set per run by the sweeper). Example: defining({"seed": 0, "train.steps": 8, "logger.kind": "x"},
+    "optim.lr") -> {"train.steps": 8}"""
+    drop = ("seed", key, *NOT_DEFINING)
+    return {k: v for k, v in flat.items() if not any(k == d or k.startswith(f"{d}.") for d in drop)}
