@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.run import distributed
 from experiments.rundir.layout import RUN_OUTPUTS
 from experiments.rundir.lock import held_by_another
-from experiments.rundir.snapshot import DirSnapshot, TooLarge
+from experiments.rundir.snapshot import MAX_ENTRIES, DirSnapshot, TooLarge
 
 
 @dataclass
@@ -84,9 +84,9 @@ class KeepDirs(Callback):
         if own and hydra_dir and OmegaConf.select(config, "hydra.job.chdir") and not os.path.isabs(run_dir):
             run_dir = os.path.join(hydra_dir, run_dir)  # train() resolves it in the job's dir, where Hydra chdir'd
         try:
-            others = [DirSnapshot.take(hydra_dir)] if hydra_dir is not None and own and \
+            others = [DirSnapshot.take(hydra_dir, max_entries=MAX_ENTRIES)] if hydra_dir is not None and own and \
                 Path(hydra_dir).absolute() != Path(run_dir).absolute() else []
-            _TAKEN.append(Kept(DirSnapshot.take(run_dir, stat_only=RUN_OUTPUTS), others))
+            _TAKEN.append(Kept(DirSnapshot.take(run_dir, stat_only=RUN_OUTPUTS, max_entries=MAX_ENTRIES), others))
         except TooLarge:  # not a run dir (hydra.run.dir=. in a checkout): left as before, unguarded
             pass
 

@@ -8,7 +8,7 @@
 What is recorded: every file, symlink and dir below `path` (links are never followed): its kind, size, mode and
 mtime, and a regular file's bytes when it is at most BYTES_LIMIT, not below a `stat_only` name (the run's own
 outputs, which are only compared: a checkpoint is never read) and BYTES_TOTAL are not yet kept; whether `path`
-existed, and if not, the nearest ancestor that did. A dir of more than MAX_ENTRIES paths is refused (TooLarge).
+existed, and if not, the nearest ancestor that did. `take(max_entries=N)` refuses a dir of more paths (TooLarge).
 
 `restore()`: what was not there is removed (a dir only once empty); a file whose kind, size, mode or mtime differ
 (or that is gone) gets its bytes back (a temp file beside it renamed over it), or, when its bytes were not kept and
@@ -32,11 +32,11 @@ from tokenizer.outputs import atomic_write  # the repo's one atomic file write
 
 BYTES_LIMIT = 1 << 20  # bigger files are compared by size and mtime; an appended one is cut back to its old size
 BYTES_TOTAL = 64 << 20  # past this many kept bytes, the rest of the files are compared only
-MAX_ENTRIES = 20_000  # a dir holding more paths is not a run dir to snapshot (hydra.run.dir=. in a checkout): refused
+MAX_ENTRIES = 20_000  # take(max_entries=MAX_ENTRIES): a run dir holding more is not one (hydra.run.dir=. in a checkout)
 
 
 class TooLarge(ValueError):
-    """A dir with more than MAX_ENTRIES paths below it: no snapshot is taken of it."""
+    """A dir with more paths below it than the snapshot's `max_entries`: no snapshot is taken of it."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,8 @@ def _entry(path: Path, *, budget: list[int] | None = None) -> Entry | None:
     return Entry(kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_atime_ns, st.st_mtime_ns, target, data)
 
 
-def _scan(root: Path, *, keep_bytes: bool, stat_only: frozenset[str]) -> dict[str, Entry]:
-    """relative posix path -> Entry for everything below `root` ("" is the root itself); TooLarge past MAX_ENTRIES."""
+def _scan(root: Path, *, keep_bytes: bool, stat_only: frozenset[str], limit: int | None) -> dict[str, Entry]:
+    """relative posix path -> Entry for everything below `root` ("" is the root itself); TooLarge past `limit`."""
     if not root.is_dir():
         return {}
     found: dict[str, Entry] = {}
@@ -90,8 +90,8 @@ def _scan(root: Path, *, keep_bytes: bool, stat_only: frozenset[str]) -> dict[st
             entry = _entry(path, budget=budget if keep else None)
             if entry is not None:
                 found[rel] = entry
-            if len(found) > MAX_ENTRIES:
-                raise TooLarge(f"{root} holds more than {MAX_ENTRIES} paths")
+            if limit is not None and len(found) > limit:
+                raise TooLarge(f"{root} holds more than {limit} paths")
     top = _entry(root)
     if top is not None:
         found[""] = top
@@ -105,26 +105,29 @@ def _depth(rel: str) -> int:
 class DirSnapshot:
     """What `root` held when `take` ran; `changed()` says what differs now, `restore()` puts it back."""
 
-    def __init__(self, root: Path, entries: dict[str, Entry], existing_ancestor: Path | None) -> None:
+    def __init__(self, root: Path, entries: dict[str, Entry], existing_ancestor: Path | None,
+                 max_entries: int | None = None) -> None:
         self.root = root
+        self.max_entries = max_entries
         self.entries = entries
         self.existed = "" in entries
         self.existing_ancestor = existing_ancestor  # the nearest ancestor that existed, when root did not
 
     @classmethod
-    def take(cls, root: str | os.PathLike, *, stat_only: Iterable[str] = ()) -> DirSnapshot:
+    def take(cls, root: str | os.PathLike, *, stat_only: Iterable[str] = (),
+             max_entries: int | None = None) -> DirSnapshot:
         """Record `root` now; files below the top-level names in `stat_only` are recorded without their bytes.
-        TooLarge for a dir of more than MAX_ENTRIES paths."""
+        TooLarge for a dir of more than `max_entries` paths (None: no bound)."""
         root = Path(os.path.realpath(root))  # a symlinked run dir: the dir it names
-        entries = _scan(root, keep_bytes=True, stat_only=frozenset(stat_only))
+        entries = _scan(root, keep_bytes=True, stat_only=frozenset(stat_only), limit=max_entries)
         ancestor = None if entries else next((p for p in root.parents if p.exists()), None)
-        return cls(root, entries, ancestor)
+        return cls(root, entries, ancestor, max_entries)
 
     def changed(self, names: Iterable[str] | None = None) -> list[str]:
         """The relative paths that differ now (new, gone or changed), all of them or only below the top-level
         `names` (e.g. RUN_OUTPUTS: has the run written anything of its own?)."""
         try:
-            now = _scan(self.root, keep_bytes=False, stat_only=frozenset())
+            now = _scan(self.root, keep_bytes=False, stat_only=frozenset(), limit=self.max_entries)
         except TooLarge:
             return ["."]  # grown past what a snapshot covers: everything may have changed
         wanted = None if names is None else set(names)
@@ -140,7 +143,7 @@ class DirSnapshot:
     def restore(self) -> list[str]:
         """Put `root` back as it was (see the module docstring); returns the relative paths it could not."""
         try:
-            now = _scan(self.root, keep_bytes=False, stat_only=frozenset())
+            now = _scan(self.root, keep_bytes=False, stat_only=frozenset(), limit=self.max_entries)
         except TooLarge:
             return ["."]
         for rel in sorted(set(now) - set(self.entries), key=_depth, reverse=True):  # new: deepest first

@@ -169,17 +169,17 @@ def test_a_symlinked_root_is_the_dir_it_names(tmp_path, link):
 
 
 def test_a_dir_too_large_is_refused_and_kept_bytes_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(snapshot_mod, "MAX_ENTRIES", 5)
     monkeypatch.setattr(snapshot_mod, "BYTES_TOTAL", 10)
     root = tmp_path / "run"
     root.mkdir()
     for i in range(3):
         (root / f"f{i}").write_bytes(b"abcd")
-    snap = DirSnapshot.take(root)
+    snap = DirSnapshot.take(root, max_entries=5)
     assert sum(e.data is not None for e in snap.entries.values()) == 2  # 8 of the 10 bytes; the third is compared
     for i in range(3, 6):
         (root / f"f{i}").write_bytes(b"x")
     with pytest.raises(snapshot_mod.TooLarge):
-        DirSnapshot.take(root)
+        DirSnapshot.take(root, max_entries=5)
+    assert len(DirSnapshot.take(root).entries) == 7  # unbounded by default (a sweep dir: experiments/sweep/slurm.py)
     assert snap.changed() == ["."] and snap.restore() == ["."]  # grown past the bound: nothing touched
     assert len(list(root.iterdir())) == 6
