@@ -218,12 +218,11 @@ def precheck(argv: list[str]) -> None:
     base = compose_config(group_overrides, return_hydra_config=False)
     plain = OmegaConf.to_container(base, resolve=False)
     for o in keyed:
-        check_key(o.key_or_group, plain)
         if o.is_add():  # Hydra: "Could not append to config. An item is already at 'seed'."
+            check_key(o.key_or_group, plain)
             raise ConfigError(f"{o.key_or_group}: is already in the config; set it without the +: "
                               f"{o.input_line.lstrip('+')}")
-        for value in _values(o) or []:
-            check_value(base, o.key_or_group, value)
+        check_override(o, groups, base, plain)
     point = [_first_point(o) for o in overrides]
     check = partial(check_override, groups=groups, base=base, plain=plain)  # also for what a tuned sweeper sets
     if args.multirun:  # hydra.sweeper.* overrides, before Hydra merges them into a tuned sweeper's declaration
