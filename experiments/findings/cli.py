@@ -33,9 +33,12 @@ tuning seed (hydra.sweeper.seeds / tune_seeds, SMOKE_TUNED_SEEDS) and keeps its 
 (the sweeper sets every run's seed), --resume continues its tuning or final phase (the sweeper's train.resume=true),
 and the doc reads the final runs (tuned.py). A finding whose YAML selects its data (`finding/data: eltec`) gets it
 checked (data.run_data) and the smoke's embedded corpus unless other data is given.
-Exit status: 0 done (whatever the verdict), 2 bad arguments (one line `findings: error: ...`), 130 stopped by a
-signal, 1 when the sweep produced no run to judge, or when some runs failed or were interrupted (the doc is still
-written for the others). Not handled: SLURM launchers.
+The sweep dir is claimed before anything is checked (out_dir.py: a lock; a second command on it is refused at
+once), and a command refused or failed before its sweep started (experiments.train's exit 2 included) leaves it as
+it found it, so the corrected command runs.
+Exit status: 0 done (whatever the verdict), 2 bad arguments (one line `findings: error: ...`, or the sweep's own
+refusal), 130 stopped by a signal, 1 when the sweep produced no run to judge, or when some runs failed or were
+interrupted (the doc is still written for the others). Not handled: SLURM launchers.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from experiments.findings import registration
 from experiments.findings.attempts import Attempt, settled
 from experiments.findings.data import DataError, run_data
 from experiments.findings.judge import judge
+from experiments.findings.out_dir import OutDir
 from experiments.findings.registration import RegistrationError, SetupCheck
 from experiments.findings.registry import FINDINGS, Finding, next_version
 from experiments.findings.tuned import is_tuned
@@ -65,6 +69,7 @@ DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the
 REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
 SEED_OVERRIDE = re.compile(r"^[+~]*seed=")
 OWN_OVERRIDE = re.compile(r"^[+~]*hydra(/launcher=|\.sweep\.dir=|\.launcher\.)")  # set by --jobs / --out-dir
+REFUSED = 2  # experiments.train's exit status for a command it refused before any run started
 
 
 def parser() -> argparse.ArgumentParser:
@@ -244,7 +249,14 @@ def register(f: Finding, args: argparse.Namespace) -> int:
 
 
 def run(f: Finding, args: argparse.Namespace) -> int:
-    """The finding's sweep, then judge()."""
+    """The finding's sweep, then judge(), in a sweep dir claimed before anything is checked (out_dir.py)."""
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S") + ("_smoke" if args.smoke else "")
+    sweep_dir = args.out_dir or Path("multirun") / "findings" / f.name / stamp
+    with OutDir(sweep_dir, fresh=True) as out:
+        return _run(f, args, sweep_dir, stamp, out)
+
+
+def _run(f: Finding, args: argparse.Namespace, sweep_dir: Path, stamp: str, out: OutDir) -> int:
     if f.requires is not None and (why := f.requires()):
         raise UsageError(f"{f.name} {why}")
     smoke = args.smoke
@@ -252,10 +264,6 @@ def run(f: Finding, args: argparse.Namespace) -> int:
     if not smoke:
         require_registered(f, check)
     jobs = args.jobs if args.jobs is not None else 1 if smoke else 2
-    stamp = time.strftime("%Y-%m-%d_%H-%M-%S") + ("_smoke" if smoke else "")
-    sweep_dir = args.out_dir or Path("multirun") / "findings" / f.name / stamp
-    if sweep_dir.exists() and (not sweep_dir.is_dir() or any(sweep_dir.iterdir())):
-        raise UsageError(f"--out-dir {sweep_dir} already exists and is not an empty directory; choose another")
     doc_path = _doc_path(f, args, sweep_dir, smoke)
     if own := [o for o in args.overrides if OWN_OVERRIDE.match(o)]:
         raise UsageError(f"{own[0]}: the launcher and the sweep dir are set by --jobs and --out-dir")
@@ -279,17 +287,23 @@ def run(f: Finding, args: argparse.Namespace) -> int:
             "train_rc": None, "sweep_dir": str(sweep_dir), "wall_s": 0.0, "attempts": 0, "cpus": cpu_count(),
             "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp, "setup": check.to_meta(),
             "tuned": tuned}
-    return sweep_and_judge(f, sweep_dir, meta, doc_path, argv)
+    return sweep_and_judge(f, sweep_dir, meta, doc_path, argv, out)
 
 
-def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, argv: list[str]) -> int:
+def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, argv: list[str],
+                    out: OutDir) -> int:
     """One attempt at the sweep (finding.json first, so that a stopped one can be resumed), then judge() unless it
-    was stopped by a signal."""
+    was stopped by a signal. A sweep that experiments.train refused (exit 2: before any run) leaves `out` as it was."""
     from experiments.run.interrupt import EXIT_CODE
 
     with Attempt(sweep_dir, meta) as attempt:  # finding.json holds this attempt's seconds even if it is killed
         rc, wall = run_sweep(argv)
         meta = attempt.close(rc, wall)
+    if rc == REFUSED:
+        print(f"findings: {f.name}: the sweep was refused (above); {sweep_dir} is left as it was", file=sys.stderr,
+              flush=True)
+        return REFUSED
+    out.keep()
     if rc == EXIT_CODE:  # stopped: its runs are recorded; judging a part of the sweep would write a wrong doc
         print(f"findings: {f.name}: stopped; no doc written; resume with: python -m experiments.findings {f.name} "
               f"--resume --out-dir {shlex.quote(str(sweep_dir))}", file=sys.stderr, flush=True)
@@ -313,6 +327,11 @@ def resume(f: Finding, args: argparse.Namespace) -> int:
     sweep_dir = args.out_dir
     if sweep_dir is None:
         raise UsageError("--resume needs --out-dir <the sweep dir of the stopped run>")
+    with OutDir(sweep_dir, fresh=False) as out:
+        return _resume(f, args, sweep_dir, out)
+
+
+def _resume(f: Finding, args: argparse.Namespace, sweep_dir: Path, out: OutDir) -> int:
     meta = read_meta(f, sweep_dir, "--out-dir")
     if args.overrides or args.smoke or args.jobs is not None or args.from_sweep or args.data_file is not None:
         raise UsageError("--resume takes no overrides, --smoke, --jobs, --data-file or --from-sweep (they are those "
@@ -321,18 +340,21 @@ def resume(f: Finding, args: argparse.Namespace) -> int:
     if not meta.get("smoke"):  # the files the sweep started with must still be the registered ones
         require_registered(f, setup_check(f))
     print(f"findings: {f.name}: resuming the sweep in {sweep_dir}/", file=sys.stderr, flush=True)
-    return sweep_and_judge(f, sweep_dir, meta, doc_path, [*meta["train_argv"], "train.resume=true"])
+    return sweep_and_judge(f, sweep_dir, meta, doc_path, [*meta["train_argv"], "train.resume=true"], out)
 
 
 def rebuild(f: Finding, args: argparse.Namespace) -> int:
     """--from-sweep: the report and doc of an earlier run of this finding, without training."""
     sweep_dir = args.from_sweep
-    meta = read_meta(f, sweep_dir, "--from-sweep")
-    if args.overrides or args.smoke or args.out_dir or args.data_file is not None:
-        raise UsageError("--from-sweep takes no overrides, --smoke, --data-file or --out-dir (they are those of the "
-                         "earlier run)")
-    doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
-    return judge(f, sweep_dir, settled(meta), doc_path, point_overrides(meta.get("overrides", [])))
+    with OutDir(sweep_dir, fresh=False, option="--from-sweep") as out:
+        meta = read_meta(f, sweep_dir, "--from-sweep")
+        if args.overrides or args.smoke or args.out_dir or args.data_file is not None:
+            raise UsageError("--from-sweep takes no overrides, --smoke, --data-file or --out-dir (they are those of "
+                             "the earlier run)")
+        doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
+        rc = judge(f, sweep_dir, settled(meta), doc_path, point_overrides(meta.get("overrides", [])))
+        out.keep()
+        return rc
 
 
 def _doc_path(f: Finding, args: argparse.Namespace, sweep_dir: Path, smoke: bool) -> Path:
