@@ -142,19 +142,14 @@ def param_breakdown(cfg: ModelConfig | EncDecConfig) -> dict[str, int]:
     }
 
 
-def count_params(cfg: ModelConfig | EncDecConfig | Any, non_embedding: bool = False) -> int:
+def count_params(cfg: ModelConfig | EncDecConfig, non_embedding: bool = False) -> int:
     """Number of parameters of `build_model(cfg)`, without building it (tied weights counted once).
 
-    `cfg` is a config, or a model built from one (`count_params(model)`: its `.cfg`); anything else is a TypeError.
     `non_embedding=True` drops token embedding, untied lm_head and all position parameters (see module doc).
 
     Example: count_params(PRESETS["gpt2-small"]) == 124_439_808; with non_embedding=True, 85_056_000.
     count_params(encdec_preset_config("transformer-base", vocab_size=37000, n_ctx=256)) == 63_082_496.
     """
-    cfg = getattr(cfg, "cfg", cfg)  # a built Transformer / EncoderDecoder carries the config it was built from
-    if not isinstance(cfg, (ModelConfig, EncDecConfig)):
-        raise TypeError(f"count_params takes a ModelConfig, an EncDecConfig or a model built from one, "
-                        f"got {type(cfg).__name__}")
     parts = param_breakdown(cfg)
     if non_embedding:
         return parts["attention"] + parts["mlp"] + parts["norms"]
