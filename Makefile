@@ -18,8 +18,12 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.archlab-installed
 PYTEST_ENV := WANDB_MODE=disabled HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 PYTEST := $(PYTEST_ENV) $(PY) -m pytest
+# pytest-xdist: one worker per core (TEST_WORKERS=0 runs in this process); the slurm tests share one worker
+# (tests/conftest.py). Each test times out after 300 s (pyproject.toml), 1800 s in test-all's slow tier.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: venv demo test test-all bench browser slurm clean gpu-check wheelhouse
+.PHONY: venv demo test test-all coverage bench browser slurm clean gpu-check wheelhouse
 
 venv: $(STAMP)
 
@@ -52,10 +56,19 @@ demo: $(STAMP)
 	$(PY) -m experiments.demo
 
 test: $(STAMP) browser slurm
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow" $(XDIST)
 
 test-all: $(STAMP) browser slurm
-	$(PYTEST)
+	$(PYTEST) $(XDIST) --timeout=1800
+
+# The default suite's line coverage of tokenizer/ arch/ experiments/ hydra_plugins/, subprocesses included
+# (pyproject.toml [tool.coverage.run]); slower than `make test` (coverage traces every line).
+COV := COVERAGE_FILE=$(CURDIR)/.coverage-data/.coverage $(PY) -m coverage
+coverage: $(STAMP) browser slurm
+	rm -rf .coverage-data && mkdir -p .coverage-data
+	-$(PYTEST_ENV) COVERAGE_FILE=$(CURDIR)/.coverage-data/.coverage $(PY) -m coverage run -m pytest -m "not slow" $(XDIST) -q
+	$(COV) combine -q
+	$(COV) report --precision=2 | tail -1
 
 bench: $(STAMP)
 	$(PY) bench/bench_tokenizer.py

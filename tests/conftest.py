@@ -5,6 +5,9 @@ and a second OpenMP thread only adds synchronisation, which on a loaded 2-core m
 other core) costs milliseconds per operator: tests/arch took ~490 s instead of ~37 s. What a thread count changes
 in the product (train.num_threads, a SLURM job's cpus_per_task) sets it explicitly and is tested that way.
 
+`make test` runs the tests on every core (pytest-xdist, `TEST_WORKERS=auto`) with a 300 s timeout per test
+(pytest-timeout, pyproject.toml): a test that hangs fails with its stacks instead of eating CI's time.
+
 Tests that need the shared corpora (`../shared/data`, present in CI beside the clone) use the `shared_data`
 fixture and skip with a clear reason on a user's fresh clone where it is absent.
 """
@@ -27,6 +30,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARCHLAB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the `slurm` tests share one worker: they
+    share one local cluster, which their session fixture starts and stops."""
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(scope="session")
