@@ -17,10 +17,13 @@ What may differ inside a pack (FREE): the seed, everything under optim and sched
 logger, the run dir. Everything else (model shape and knobs, data, tokenizer, batch, n_ctx, grad_accum, device,
 dtype) is equal within a pack (`pack_key`). A member whose loss or grad norm goes non-finite is recorded `diverged`
 and leaves the pack; the others go on. Ctrl-C / SIGTERM: every member finishes its step, checkpoints and records
-`interrupted`; `train.resume=true` resumes each member exactly (each restores its own checkpoint).
+`interrupted`; `train.resume=true` resumes each member exactly (each restores its own checkpoint). SLURM's SIGUSR2
+(hydra/launcher=slurm hydra.launcher.pack=true, one pack per array task): every member finishes its step,
+checkpoints and records `requeued` through experiments/sweep/requeue.decide (TrainingRun.interrupt, one decision for
+the job), and the requeued task resumes every member.
 Refused in one line (`unpackable`): dropout > 0, model.attention=manual, train.compile=true, task=seq2seq, and
 DDP (torchrun). Not handled: fp16 members with different loss scales overflow-skipping in one step (each member's
-GradScaler skips its own step, as alone), SLURM requeue of a pack (hydra/launcher=packed runs on one machine).
+GradScaler skips its own step, as alone).
 """
 
 from __future__ import annotations
@@ -246,6 +249,8 @@ class PackedRuns:
                     self.runs[i].interrupt()
             except RunInterrupted as e:
                 self.outcome[i] = self.runs[i].result.to_dict()
+                with self.job_context(i):  # in its own log, as a solo run's stop is
+                    log.info("%s: %s", e, self.runs[i].run_dir)
                 first = first or e
         assert first is not None
         raise first

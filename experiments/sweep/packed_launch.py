@@ -1,6 +1,12 @@
 """`hydra/launcher=packed`: a batch of sweep jobs, grouped into packs, each pack trained as one stacked model.
 
     launch_packed(launcher, job_overrides, initial_job_idx) -> [JobReturn per job, in job order]
+    sweep_configs, rcs = compose_jobs(ctx, config, job_overrides, nums)              compose + check; ConfigError
+    packs = plan_packs([pack_key(rc) ...], max_members)                               job indices per pack
+    returns = run_pack(ctx, task_function, sweep_configs_of_pack, rcs_of_pack)       one pack, in this process
+
+The three parts are separate so that hydra/launcher=slurm hydra.launcher.pack=true plans the packs on the submitting
+side and runs one pack per SLURM array task (hydra_plugins/archlab_slurm_launcher, docs/cluster.md).
 
 Every job's config is composed and checked first (as Hydra's basic launcher would compose it). Before any job
 starts, a job whose knobs cannot be packed (experiments.run.pack.unpackable: dropout, attention=manual, compile,
@@ -14,7 +20,8 @@ each member's Hydra config current during its setup (run dir, run name). The ret
 loss, so the tuned sweeper and the report read packed jobs as any others.
 Ctrl-C / SIGTERM: the pack in progress checkpoints every member; the later jobs record `interrupted` without
 starting; the sweep's callback prints how to resume (train.resume=true), as with the other launchers.
-Not handled: packs side by side on several GPUs (packs run one after another), SLURM.
+Not handled: packs side by side on several GPUs in one command (packs run one after another; on SLURM
+each pack is an array task of its own).
 """
 
 from __future__ import annotations
@@ -90,12 +97,33 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
     max_members = check_max_members(launcher.max_members)
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    try:
+        nums = range(initial_job_idx, initial_job_idx + len(job_overrides))
+        sweep_configs, rcs = compose_jobs(ctx, config, job_overrides, nums)
+    except ConfigError as e:
+        _fail(str(e))
+    packs = plan_packs([pack_key(rc) if rc is not None else None for rc in rcs], max_members)
+    log.info("Launching %d jobs as %d pack(s) of sizes %s", len(rcs), len(packs), [len(p) for p in packs])
+    returns: list[JobReturn | None] = [None] * len(rcs)
+    for pack in packs:
+        rets = run_pack(ctx, launcher.task_function, [sweep_configs[i] for i in pack], [rcs[i] for i in pack])
+        for i, ret in zip(pack, rets):
+            returns[i] = ret
+        configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    return [r for r in returns if r is not None]
+
+
+def compose_jobs(ctx: Any, config: DictConfig, job_overrides: Sequence[Sequence[str]], nums: Sequence[int],
+                 job_id: Any = None) -> tuple[list[DictConfig], list[RunConfig | None]]:
+    """Each job's sweep config (job num nums[i]; job id `job_id`, else its num) and its checked RunConfig (None when
+    refused: it runs alone and fails as a solo job would). Raises ConfigError naming the job when a valid job's knobs
+    cannot be packed. Leaves the last job's config current in HydraConfig (the caller restores it)."""
     sweep_configs: list[DictConfig] = []
     rcs: list[RunConfig | None] = []
-    for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+    for idx, overrides in zip(nums, job_overrides):
         sweep_config = ctx.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
-            sweep_config.hydra.job.id = idx
+            sweep_config.hydra.job.id = idx if job_id is None else job_id
             sweep_config.hydra.job.num = idx
         HydraConfig.instance().set_config(sweep_config)  # the job's own interpolations (${hydra:...}) resolve
         try:
@@ -103,22 +131,28 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
         except ConfigError:
             rc = None  # refused: it runs alone, and fails as a solo job would (summary.json `failed`, one line)
         if rc is not None and (why := unpackable(rc)):
-            _fail(f"{why} (job #{idx})")
+            raise ConfigError(f"{why} (job #{idx})")
         sweep_configs.append(sweep_config)
         rcs.append(rc)
-    packs = plan_packs([pack_key(rc) if rc is not None else None for rc in rcs], max_members)
-    log.info("Launching %d jobs as %d pack(s) of sizes %s", len(rcs), len(packs), [len(p) for p in packs])
-    returns: list[JobReturn | None] = [None] * len(rcs)
-    for pack in packs:
-        if len(pack) == 1:
-            i = pack[0]
-            returns[i] = run_job(hydra_context=ctx, task_function=launcher.task_function, config=sweep_configs[i],
-                                 job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-        else:
-            for i, ret in zip(pack, _run_pack(launcher, [sweep_configs[i] for i in pack], [rcs[i] for i in pack if rcs[i] is not None])):
-                returns[i] = ret
-        configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    return [r for r in returns if r is not None]
+    return sweep_configs, rcs
+
+
+def run_pack(ctx: Any, task_function: Any, sweep_configs: Sequence[DictConfig],
+             rcs: Sequence[RunConfig | None]) -> list[JobReturn]:
+    """One pack's jobs, their JobReturns in order: a job whose config was refused (rc None) and a pack of one through
+    Hydra's run_job, as the basic launcher runs them; the others trained together (_train_pack)."""
+    together = [i for i, rc in enumerate(rcs) if rc is not None]
+    together = together if len(together) > 1 else []
+    solo = [i for i in range(len(rcs)) if i not in together]
+    rets: dict[int, JobReturn] = {}
+    if together:
+        for i, ret in zip(together, _train_pack(ctx, [sweep_configs[i] for i in together],
+                                                [rcs[i] for i in together])):
+            rets[i] = ret
+    for i in solo:
+        rets[i] = run_job(hydra_context=ctx, task_function=task_function, config=sweep_configs[i],
+                          job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    return [rets[i] for i in range(len(rcs))]
 
 
 def _job_log_file(sweep_config: DictConfig) -> logging.Handler | None:
@@ -133,10 +167,11 @@ def _job_log_file(sweep_config: DictConfig) -> logging.Handler | None:
     return handler
 
 
-def _run_pack(launcher: Any, sweep_configs: list[DictConfig], rcs: list[RunConfig]) -> list[JobReturn]:
-    """One pack: each member's job dir and .hydra files by Hydra's run_job (registering only), then train_packed."""
+def _train_pack(ctx: Any, sweep_configs: list[DictConfig], rcs: list[Any]) -> list[JobReturn]:
+    """Members trained together: each member's job dir and .hydra files by Hydra's run_job (registering only), then
+    train_packed."""
     # run_job sets each config's hydra.runtime.output_dir (the job dir) and writes its .hydra/ files
-    rets = [run_job(hydra_context=launcher.hydra_context, task_function=lambda cfg: None, config=sweep_config,
+    rets = [run_job(hydra_context=ctx, task_function=lambda cfg: None, config=sweep_config,
                     job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir", configure_logging=False)
             for sweep_config in sweep_configs]
     hydra_nodes, log_files = [], []
@@ -165,7 +200,7 @@ def _run_pack(launcher: Any, sweep_configs: list[DictConfig], rcs: list[RunConfi
         print(f"config error: {e}", file=sys.stderr, flush=True)
         outcomes = [None] * len(rets)
     except RunInterrupted as e:  # every member checkpointed; the later jobs record themselves; the callback says how
-        print(f"{e}; {len(rets)} packed runs: summary.json says interrupted", file=sys.stderr, flush=True)
+        print(f"{e}: {len(rets)} packed runs, each summary.json says so", file=sys.stderr, flush=True)
         outcomes = [None] * len(rets)
     except Exception as e:  # noqa: BLE001 - each member's summary.json says failed with the reason; the sweep goes on
         log.exception("packed runs failed; the sweep goes on")

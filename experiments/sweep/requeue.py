@@ -22,6 +22,10 @@ The requeued job runs the same pickled launcher call with `train.resume=true` ad
 the checkpoint (bit for bit on CPU: experiments/rundir/checkpoint.py) and continues the same wandb run (the run id
 lives in the run dir). Its summary then reads running, completed, ... like any resumed run.
 
+A packed job (hydra/launcher=slurm hydra.launcher.pack=true: one array task trains several runs as one stacked
+model, experiments/run/pack.py) is requeued as one: every member checkpoints and records `requeued` with the same
+decision, and the requeued task resumes every member (train.resume=true added to each member's overrides).
+
 Not handled: requeue of a multi-task (DDP) job is decided by global rank 0 alone (as submitit does); a job whose
 scontrol requeue fails records `interrupted` with scontrol's message.
 """
@@ -35,7 +39,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from experiments.run.interrupt import arm_requeue
 from experiments.rundir.layout import RunStatus
@@ -91,12 +95,14 @@ def is_timeout(a: Armed, now: float | None = None) -> bool:
 
 
 def decide(step: int, now: float | None = None) -> Decision:
-    """Called once by the loop after the checkpoint at `step` is saved: requeue this job or not, and why."""
+    """Called by the loop after the checkpoint at `step` is saved: requeue this job or not, and why. The members of a
+    pack (experiments/run/pack.py) each call it; the first call of the job decides whether it timed out, so every
+    member of one job reads the same decision (only the step in the reason is its own)."""
     a = armed()
     if a is None:  # SIGUSR2 without the SLURM launcher: not ours to requeue
         d = Decision(False, False, f"SIGUSR2 at step {step}; checkpoint saved, resume with train.resume=true")
     else:
-        timed_out = is_timeout(a, now)
+        timed_out = _DECIDED[0].timed_out if _DECIDED else is_timeout(a, now)
         used = a.timeouts + int(timed_out)
         job = os.environ.get("SLURM_JOB_ID", "?")
         what = "time limit near" if timed_out else "preempted"
@@ -121,19 +127,21 @@ def with_resume(overrides: list[str]) -> list[str]:
     return [*(o for o in overrides if not o.startswith("train.resume=")), RESUME]
 
 
-def requeue_now(delayed: Any, submitted_pickle: Path, job_id: str, run_dir: Path) -> None:
+def requeue_now(delayed: Any, submitted_pickle: Path, job_id: str, run_dirs: Sequence[Path]) -> None:
     """Write `delayed` (submitit's DelayedSubmission of the next instance) where submitit's job script reads it,
     requeue the job and exit without a result, so the submitter keeps waiting for the requeued instance. When
-    `scontrol requeue` fails, the run is recorded `interrupted` with scontrol's message and this returns (the job
-    then ends with its result, and the sweep's resume command continues it)."""
+    `scontrol requeue` fails, the job's runs (one, or every member of a pack) are recorded `interrupted` with
+    scontrol's message and this returns (the job then ends with its result, and the sweep's resume command continues
+    them)."""
     tmp = submitted_pickle.with_name(submitted_pickle.name + ".requeue")
     delayed.dump(tmp)
     os.replace(tmp, submitted_pickle)
     proc = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
     if proc.returncode != 0:
         message = " ".join((proc.stderr or proc.stdout).split()) or f"exit {proc.returncode}"
-        record_unfinished(run_dir, RunStatus.INTERRUPTED, f"scontrol requeue {job_id} failed: {message}; "
-                                                          f"checkpoint saved, resume with train.resume=true")
+        for run_dir in run_dirs:
+            record_unfinished(run_dir, RunStatus.INTERRUPTED, f"scontrol requeue {job_id} failed: {message}; "
+                                                              f"checkpoint saved, resume with train.resume=true")
         return
     log.info("SLURM job %s requeued; exiting this instance", job_id)
     sys.exit(-1)  # as submitit does: no result file, the requeued job writes it

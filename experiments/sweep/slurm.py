@@ -3,9 +3,12 @@ the ones that died ended, and what Ctrl-C on the submitting command means. The j
 signal) is experiments/sweep/requeue.py; the Hydra plugin that ties both to submitit is
 hydra_plugins/archlab_slurm_launcher.
 
+    params = array_tasks(overrides, idx0, packs, state)  each array task's call arguments (packs: one task a pack)
     jobs = submit_array(executor, fn, params, before)   one sbatch for the batch; refused: one line, exit 1
     returns = SweepJobs(jobs, overrides, run_dirs, sweep).wait()   one JobReturn per job, in order; never raises
                                                                    for a failed job
+    SweepJobs(jobs, overrides, run_dirs, sweep, members=packs)     a packed sweep: SLURM job k ran the sweep jobs
+                                                                   packs[k] together (one JobReturn each)
 
 sbatch refusing the array (a partition, account or QOS the cluster does not have, resources no node has, no
 controller to talk to): nothing was submitted (one sbatch call per array: never half of one), so the sweep dir is
@@ -119,17 +122,44 @@ def submit_array(executor: Any, fn: Any, params: Sequence[tuple], before: DirSna
         raise SystemExit(1) from None
 
 
+def array_tasks(job_overrides: Sequence[Sequence[str]], initial_job_idx: int, packs: Sequence[Sequence[int]] | None,
+                state: Any) -> list[tuple]:
+    """The launcher's call arguments for each array task, (overrides, "hydra.sweep.dir", job num, job id, Singleton
+    state): one task per job, or with `packs` (job indices, experiments.sweep.packed_launch.plan_packs) one per pack,
+    a pack of several carrying the list of its members' overrides and the list of their job nums."""
+    packs = packs if packs is not None else [[i] for i in range(len(job_overrides))]
+    tasks = []
+    for pack in packs:
+        nums = [initial_job_idx + i for i in pack]
+        if len(pack) == 1:
+            tasks.append((list(job_overrides[pack[0]]), "hydra.sweep.dir", nums[0], f"job_id_for_{nums[0]}", state))
+        else:
+            tasks.append(([list(job_overrides[i]) for i in pack], "hydra.sweep.dir", nums, f"job_id_for_{nums[0]}",
+                          state))
+    return tasks
+
+
+def is_pack(sweep_overrides: Sequence[Any]) -> bool:
+    """Whether an array task's overrides are a pack's (a list of its members' override lists)."""
+    return bool(sweep_overrides) and isinstance(sweep_overrides[0], (list, tuple))
+
+
 class SweepJobs:
-    """The jobs of one launch() and the run dirs they write into, waited on together."""
+    """The jobs of one launch() and the run dirs they write into, waited on together. SLURM job k carries the sweep
+    jobs `members[k]` (indices into overrides / run_dirs): one each by default, several for a packed array task
+    (hydra.launcher.pack=true), whose result is then a list of JobReturns, one per member, in its order."""
 
     def __init__(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]], run_dirs: Sequence[Path],
-                 sweep: str) -> None:
+                 sweep: str, members: Sequence[Sequence[int]] | None = None) -> None:
         self.jobs, self.overrides, self.run_dirs, self.sweep = list(jobs), list(overrides), list(run_dirs), sweep
-        self.ended: dict[int, JobReturn] = {}
+        self.members = [list(m) for m in members] if members is not None else [[k] for k in range(len(self.jobs))]
+        assert len(self.members) == len(self.jobs) and sorted(sum(self.members, [])) == list(range(len(run_dirs)))
+        self.ended: dict[int, list[JobReturn]] = {}  # SLURM job index -> its members' returns
         self._seen_end: dict[int, str] = {}  # job index -> the end state seen at the last poll, without a result
 
     def wait(self, poll_s: float = 1.0, max_poll_s: float = 10.0) -> list[JobReturn]:
-        """Until every job ended (or the user stopped the command: exit 130 with what to do, module docstring)."""
+        """Until every job ended (or the user stopped the command: exit 130 with what to do, module docstring).
+        One JobReturn per sweep job (per member of a pack), in the order of `overrides`."""
         delay = poll_s
         while len(self.ended) < len(self.jobs):
             self.poll()
@@ -137,38 +167,46 @@ class SweepJobs:
                 break
             self._sleep(delay)
             delay = min(max_poll_s, delay * 1.25)
-        return [self.ended[i] for i in range(len(self.jobs))]
+        returns: dict[int, JobReturn] = {}
+        for k, members in enumerate(self.members):
+            returns.update(zip(members, self.ended[k]))
+        return [returns[i] for i in range(len(self.run_dirs))]
 
     def poll(self) -> None:
-        todo = [i for i in range(len(self.jobs)) if i not in self.ended]
-        states = squeue_states([self.jobs[i].job_id for i in todo])
-        for i in todo:
-            result = read_result(self.jobs[i].paths.result_pickle)
+        todo = [k for k in range(len(self.jobs)) if k not in self.ended]
+        states = squeue_states([self.jobs[k].job_id for k in todo])
+        for k in todo:
+            result = read_result(self.jobs[k].paths.result_pickle)
             if result is not None:
-                self.ended[i] = self._from_result(i, result)
+                self.ended[k] = self._from_result(k, result)
             elif states is not None:
-                state = states.get(self.jobs[i].job_id, GONE)
+                state = states.get(self.jobs[k].job_id, GONE)
                 if state in WAITING:
-                    self._seen_end.pop(i, None)
-                elif self._seen_end.get(i) == state:  # the same end twice: no result file is coming
-                    self.ended[i] = self._died(i, f"SLURM job {self.jobs[i].job_id} ended {state} without a result")
+                    self._seen_end.pop(k, None)
+                elif self._seen_end.get(k) == state:  # the same end twice: no result file is coming
+                    self.ended[k] = self._died(k, f"SLURM job {self.jobs[k].job_id} ended {state} without a result")
                 else:
-                    self._seen_end[i] = state
+                    self._seen_end[k] = state
 
-    def _from_result(self, i: int, result: tuple[str, Any]) -> JobReturn:
+    def _from_result(self, k: int, result: tuple[str, Any]) -> list[JobReturn]:
         outcome, value = result
         if outcome == "success":
             ret = value[0] if isinstance(value, list) and value else value
-            if isinstance(ret, JobReturn):
-                return ret
+            rets = ret if isinstance(ret, list) else [ret]
+            if len(rets) == len(self.members[k]) and all(isinstance(r, JobReturn) for r in rets):
+                return rets
         last = str(value).strip().splitlines()[-1] if str(value).strip() else outcome
-        return self._died(i, f"SLURM job {self.jobs[i].job_id}: {last}", status=RunStatus.FAILED)
+        return self._died(k, f"SLURM job {self.jobs[k].job_id}: {last}", status=RunStatus.FAILED)
 
-    def _died(self, i: int, why: str, status: RunStatus = RunStatus.INTERRUPTED) -> JobReturn:
-        record_unfinished(self.run_dirs[i], status, f"{why}; resume the sweep with train.resume=true")
-        ret = JobReturn(overrides=list(self.overrides[i]), working_dir=str(self.run_dirs[i]))
-        ret.status, ret.return_value = JobStatus.COMPLETED, None  # the run dir's summary says what happened
-        return ret
+    def _died(self, k: int, why: str, status: RunStatus = RunStatus.INTERRUPTED) -> list[JobReturn]:
+        """Every run of SLURM job k that did not end is recorded with `why` (records.record_unfinished)."""
+        rets = []
+        for i in self.members[k]:
+            record_unfinished(self.run_dirs[i], status, f"{why}; resume the sweep with train.resume=true")
+            ret = JobReturn(overrides=list(self.overrides[i]), working_dir=str(self.run_dirs[i]))
+            ret.status, ret.return_value = JobStatus.COMPLETED, None  # the run dir's summary says what happened
+            rets.append(ret)
+        return rets
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -179,7 +217,7 @@ class SweepJobs:
 
     def leave_running(self) -> None:
         """Ctrl-C / SIGTERM on the submitter: say what keeps running and how to cancel or collect it; exit 130."""
-        left = [self.jobs[i].job_id for i in range(len(self.jobs)) if i not in self.ended]
+        left = [self.jobs[k].job_id for k in range(len(self.jobs)) if k not in self.ended]
         why = sweep_stopped(self.sweep)
         lines = [f"[archlab] stopped waiting ({why}): {len(left)} SLURM job(s) of {self.sweep} keep running on the "
                  f"cluster: {' '.join(left)}"]

@@ -101,7 +101,8 @@ class Options:
 
 
 Check = Rule | Text | Lines | Options
-# every key of submitit_slurm (hydra-submitit-launcher's SlurmQueueConf); a key without a rule fails test_slurm_check
+# every key of hydra/launcher=slurm (submitit_slurm's SlurmQueueConf + archlab's); a key without a rule fails
+# test_slurm_check
 RULES: dict[str, Check] = {
     "timeout_min": POS_INT,
     "signal_delay_s": Rule("int", lo=1, hi=SIGNAL_MAX_S),
@@ -123,6 +124,9 @@ RULES: dict[str, Check] = {
     "stderr_to_stdout": Rule("bool"),
     "setup": Lines(),
     "additional_parameters": Options(),
+    # archlab's own (hydra_plugins/archlab_slurm_launcher: ArchlabSlurmConf)
+    "pack": Rule("bool"),
+    "max_members": POS_INT_OR_NULL,
 }
 
 

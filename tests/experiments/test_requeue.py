@@ -51,14 +51,33 @@ def test_preemptions_always_requeue_timeouts_up_to_max_num_timeout(disarmed, mon
     assert (early.requeue, early.timed_out) == (True, False) and "preempted" in early.reason
     assert "SLURM job 77 requeued (timeouts 0 of 1)" in early.reason
     assert requeue.pending() == early and early.outcome == (RunStatus.REQUEUED, early.reason)
+    requeue.arm(60, 1, 0)  # another instance of the same job, signalled later
+    start = requeue.armed().started
     late = requeue.decide(9, now=start + 49 * 60)
     assert (late.requeue, late.timed_out) == (True, True) and "timeouts 1 of 1" in late.reason
     requeue.arm(60, 1, 1)  # the requeued instance carries its one timeout
     start = requeue.armed().started
     assert requeue.decide(3, now=start + 10).requeue  # a preemption still requeues
+    requeue.arm(60, 1, 1)
+    start = requeue.armed().started
     last = requeue.decide(4, now=start + 49 * 60)
     assert not last.requeue and "timeout 2 of max_num_timeout=1, not requeued" in last.reason
     assert requeue.pending() is None and last.outcome == (RunStatus.INTERRUPTED, last.reason)
+
+
+@pytest.mark.parametrize("first_s, later_s", [(47 * 60 + 59, 48 * 60 + 1), (48 * 60, 10)])
+def test_the_members_of_a_pack_read_one_decision(disarmed, monkeypatch, first_s, later_s):
+    """A packed job's members each ask decide() after their checkpoint; the first answer holds for the job, even when
+    the clock crosses the guaranteed walltime between members (else one member would read `requeued` and the next
+    `interrupted` in one job), and each member's reason names its own step."""
+    monkeypatch.setenv("SLURM_JOB_ID", "78")
+    requeue.arm(60, 0, 0)
+    start = requeue.armed().started
+    first = requeue.decide(20, now=start + first_s)
+    later = requeue.decide(21, now=start + later_s)
+    assert requeue.is_timeout(requeue.armed(), start + first_s) != requeue.is_timeout(requeue.armed(), start + later_s)
+    assert (later.requeue, later.timed_out) == (first.requeue, first.timed_out)
+    assert "at step 20 " in first.reason and "at step 21 " in later.reason
 
 
 def test_without_the_launcher_sigusr2_is_not_a_requeue(disarmed):

@@ -62,6 +62,8 @@ TABLE = {
                                {"mail_type": LINE_BREAK}, {"mail_type": None}, {"mail_type": False},
                                {"mail_type": ["END"]}, {"bad key": 1}, {"": 1}],
                               [{}, {"mail_type": "END"}, {"exclusive": True}, {"nice": 10}, {"mail-user": "a@b.c"}]),
+    "pack": (["yes", 1, None], [True, False]),
+    "max_members": ([0, -1, 1.5, "8", True], [1, 16, None]),
 }
 BAD = [(k, v) for k, (bad, _) in TABLE.items() for v in bad]
 OK = [(k, v) for k, (_, good) in TABLE.items() for v in good]
@@ -142,6 +144,14 @@ def test_sbatch_message_is_one_line():
                                     "Invalid partition name specified")
 
 
+def earlier_sweep(sweep: Path) -> list[str]:
+    """A sweep dir an earlier command left (multirun.yaml, a stopped run): the overrides that resume it."""
+    (sweep / "0_seed=0").mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("an earlier sweep's config\n")
+    (sweep / "0_seed=0" / "summary.json").write_text('{"status": "interrupted"}')
+    return ["train.resume=true"]
+
+
 def tree(root: Path) -> dict[str, bytes | None]:
     """Every path under root: a file's bytes, None for a dir (the reference: a plain walk)."""
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in root.rglob("*")}
@@ -208,12 +218,7 @@ def test_sbatch_refusing_leaves_the_sweep_dir_as_it_was(existing, train_cli, cli
         _bin(tmp_path / "bin", name, script)
     cli_env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
     sweep = tmp_path / "sweeps" / "s"
-    extra = []
-    if existing:
-        (sweep / "0_seed=0").mkdir(parents=True)
-        (sweep / "multirun.yaml").write_text("an earlier sweep's config\n")
-        (sweep / "0_seed=0" / "summary.json").write_text('{"status": "interrupted"}')
-        extra = ["train.resume=true"]
+    extra = earlier_sweep(sweep) if existing else []
     before = tree(tmp_path / "sweeps") if existing else None
     ran = train_cli(*sweep_argv(sweep, "hydra.launcher.account=nosuch", *extra))
     assert ran.returncode == 1
