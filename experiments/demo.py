@@ -13,6 +13,8 @@ Three seeds per encoding give the report's differences paired 95% intervals; wit
 says so before the sweep.
 Runs go `--jobs` at a time (default: 2 on a machine with >= 2 cores), each with cpu_count / jobs torch threads.
 The tokenizer comes from the shared cache (ARCHLAB_CACHE or ~/.cache/archlab), so a second demo skips training it.
+stdout holds the results (tokenizer stats, one line per run, the report's headline and path); stderr only
+warnings, and on a terminal the progress bars (tokenizer training, the sweep), which a log or a pipe does not get.
 Not handled: GPUs in parallel jobs (each job takes the default device), wandb (pass --wandb for offline logging).
 """
 
@@ -36,6 +38,7 @@ from experiments.data.cache import get_token_data, get_tokenizer
 from experiments.data.corpus import load_corpus
 from experiments.python_command import python_command
 from experiments.rundir.layout import RunStatus, RunSummary
+from experiments.run.budget import max_steps_cap
 from experiments.run.train import train
 from tokenizer.progress import progress_bar
 
@@ -60,7 +63,7 @@ def tokenizer_stats(cache_dir: str, vocab_size: int) -> dict[str, Any]:
     c = to_plain(compose_config(["experiment=demo", f"data.cache_dir='{cache_dir}'", f"tokenizer.vocab_size={vocab_size}"]))
     t0 = time.perf_counter()
     corpus = load_corpus(c["data"])
-    tok, info = get_tokenizer(corpus, c["tokenizer"], cache_dir, progress=True)
+    tok, info = get_tokenizer(corpus, c["tokenizer"], cache_dir, progress=sys.stderr.isatty())
     data = get_token_data(corpus, tok, cache_dir)
     ids = range(256, tok.vocab_size)
     longest = sorted((tok.decode_bytes([i]) for i in ids if i not in tok.special_tokens.values()), key=len, reverse=True)
@@ -78,6 +81,14 @@ def print_tokenizer_stats(s: dict[str, Any]) -> None:
           f"{s['val_bytes_per_token']:.2f} on validation")
     print("  longest tokens  " + ", ".join(repr(b.decode("utf-8", errors="replace")) for b in s["longest"]))
     print(f"  saved at        {s['path']}")
+
+
+def say(bar: Any, line: str) -> None:
+    """A result line on stdout; above the progress bar when there is one (tqdm on a terminal: stderr)."""
+    if hasattr(bar, "fp"):  # tqdm: clears its bar, prints, redraws
+        bar.write(line, file=sys.stdout)
+    else:
+        print(line, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     common += args.overrides
     points = [[*common, f"model/pos={kind}", f"seed={seed}", f"train.run_dir='{d}'"] for (kind, seed), d in zip(runs, run_dirs)]
     try:
+        max_steps_cap()  # ARCHLAB_MAX_STEPS, when set, must be an integer >= 1
         for overrides in points:  # every config error before any work
             validate(compose_config(overrides))
     except ConfigError as e:
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     summaries: dict[str, dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_run_one, overrides): label for label, overrides in zip(labels, points)}
-        with progress_bar(True, total=len(futures), unit="run", desc="demo sweep", interval=0) as bar:
+        with progress_bar(sys.stderr.isatty(), total=len(futures), unit="run", desc="demo sweep", interval=0) as bar:
             for fut in as_completed(futures):
                 kind = futures[fut]
                 try:
@@ -152,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                     s = RunSummary(RunStatus.FAILED, error=f"{type(e).__name__}: {e}").to_dict()
                 summaries[kind] = s
                 loss = s.get("final_val_loss")
-                bar.write(f"  {kind:<18} {s['status']:<9} val/loss {loss:.4f}  ({s.get('wall_time_s', 0):.0f}s, "
-                          f"{s.get('tokens', 0):,} tokens)" if isinstance(loss, float) else f"  {kind:<11} {s['status']} {s.get('error', '')}")
+                say(bar, f"  {kind:<18} {s['status']:<9} val/loss {loss:.4f}  ({s.get('wall_time_s', 0):.0f}s, "
+                         f"{s.get('tokens', 0):,} tokens)" if isinstance(loss, float) else f"  {kind:<11} {s['status']} {s.get('error', '')}")
                 bar.update(1)
 
     print(f"\nruns: {out}/  ({time.perf_counter() - t0:.0f}s in all)")

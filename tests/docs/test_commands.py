@@ -1,4 +1,5 @@
-"""Every shell command in README.md and docs/**/*.md runs as written (exit status 0).
+"""Every shell command in docs/**/*.md runs as written (exit status 0). README.md is tests/docs/test_readme.py's: it
+runs the README's blocks in order in one clone, as a user follows them (its blocks build on each other).
 
 The commands are the lines of the ```bash / ```console / ```sh blocks (a leading `$ ` dropped, `\\` continuations
 joined, `#` comment lines ignored). Each block runs in order, with bash, in a fresh directory of its own that holds
@@ -43,7 +44,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "findings").glob("*.md"))]
+DOCS = [*sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "findings").glob("*.md"))]
 BLOCK = re.compile(r"^```(?:bash|console|sh|shell)\n(.*?)^```", re.S | re.M)
 STAMP = r"(?:<time>|\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)"
 PLACEHOLDER = re.compile(rf"\b(outputs|multirun)/([\w.-]+)/{STAMP}|(?<![\w/.-])RUN(?![\w/.-])")
@@ -85,6 +86,24 @@ class Command:
         return f"{self.doc}:{self.line}: {self.text}"
 
 
+def shell_commands(body: str, first: int) -> list[tuple[int, str]]:
+    """(line, command) of a shell block's body whose first line is line `first` of its doc: a leading `$ `
+    dropped, `\\` continuations joined, blank and `#` comment lines skipped."""
+    cmds, pending, start = [], "", 0
+    for i, raw in enumerate(body.splitlines()):
+        line = raw.strip()
+        if not pending:
+            if not line or line.startswith("#"):
+                continue
+            line, start = (line[2:] if line.startswith("$ ") else line), first + i
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        cmds.append((start, pending + line))
+        pending = ""
+    return cmds
+
+
 def blocks() -> list[list[Command]]:
     """The shell blocks of every doc, each a list of its commands."""
     out = []
@@ -92,18 +111,7 @@ def blocks() -> list[list[Command]]:
         text = path.read_text()
         for m in BLOCK.finditer(text):
             first = text[: m.start(1)].count("\n") + 1
-            cmds, pending, start = [], "", 0
-            for i, raw in enumerate(m.group(1).splitlines()):
-                line = raw.strip()
-                if not pending:
-                    if not line or line.startswith("#"):
-                        continue
-                    line, start = (line[2:] if line.startswith("$ ") else line), first + i
-                if line.endswith("\\"):
-                    pending += line[:-1] + " "
-                    continue
-                cmds.append(Command(str(path.relative_to(REPO)), start, pending + line))
-                pending = ""
+            cmds = [Command(str(path.relative_to(REPO)), line, cmd) for line, cmd in shell_commands(m.group(1), first)]
             if cmds:
                 out.append(cmds)
     return out
@@ -144,13 +152,21 @@ def _env(cache: Path) -> dict[str, str]:
 
 def make_workspace(root: Path) -> Path:
     """The files the docs' commands read, from the embedded corpus (no ../shared, no network)."""
+    user_files(root)
+    shutil.copytree(REPO / "docs" / "findings", root / "docs" / "findings")
+    return root
+
+
+def user_files(root: Path) -> Path:
+    """What the docs ask a user to supply, from the embedded corpus: data/train.txt and data/val.txt (split 90/10),
+    data/docs.jsonl, books/*.txt, notes.txt, a.txt, more/*.txt."""
     import json
 
     from tokenizer.corpus import embedded_documents
 
     docs = embedded_documents()
     n = len(docs) * 9 // 10
-    (root / "data").mkdir(parents=True)
+    (root / "data").mkdir(parents=True, exist_ok=True)
     (root / "data" / "train.txt").write_text("\n".join(docs[:n]))
     (root / "data" / "val.txt").write_text("\n".join(docs[n:]))
     (root / "data" / "docs.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[:20]))
@@ -160,7 +176,6 @@ def make_workspace(root: Path) -> Path:
     (root / "more").mkdir()
     for i, name in enumerate(("notes.txt", "a.txt", "more/b.txt")):  # a few documents each: val windows of n_ctx
         (root / name).write_text("\n".join(docs[i::7]))
-    shutil.copytree(REPO / "docs" / "findings", root / "docs" / "findings")
     return root
 
 
@@ -241,7 +256,7 @@ def test_the_docs_have_commands_and_the_cheap_set_holds_the_tokenizer_flow_and_a
     cheap = [c.text for c in cmds if classify(c.text)[0] == "cheap"]
     assert len(cmds) > 50
     for needle in ("bpe train data/train.txt", "bpe encode --tokenizer runs/tok8k data/val.txt", "| bpe decode",
-                   "bpe info", "bpe convert", "experiments.train train.steps=20"):
+                   "bpe info", "bpe convert", "experiments.train model/param=mup model.base_width=32 train.steps=20"):
         assert any(needle in c for c in cheap), needle
     assert classify("python -m experiments.train -m experiment=pos_encodings")[0] == "skip"
     assert classify("python -m experiments.train model=small train.tokens=2000000")[0] == "skip"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from experiments.demo import main, sweep_defaults
+from experiments.python_command import python_command
 
 
 def test_default_sweep_is_four_encodings_by_three_seeds():
@@ -28,12 +29,25 @@ def test_seeds_give_each_difference_an_interval(cache_dir, tmp_path, capsys):
     assert re.search(r"\[[-+]?\d+\.\d+, [-+]?\d+\.\d+\] \| paired", row), row  # the difference's interval
 
 
-def test_one_seed_says_why_there_is_no_interval(cache_dir, tmp_path, capsys):
+def test_one_seed_says_why_there_is_no_interval(cache_dir, tmp_path, capfd):
     rc = main(["--pos", "learned", "--seeds", "0", "--tokens", "2000", "--out", str(tmp_path / "demo"), "--cache-dir",
                str(cache_dir), "train.eval_interval=10", "train.eval_batches=2", "train.extrap_max_tokens=1024"])
-    text = capsys.readouterr().out
-    assert rc == 0, text
+    text, err = capfd.readouterr()  # the file descriptors: the runs' worker processes write there too
+    assert rc == 0, text + err
     assert "one seed per encoding: the report's differences have no confidence interval (n=1)" in text
+    # stdout has the results and the command to rebuild the report, runnable as printed; stderr (not a terminal
+    # here) is quiet: no progress lines, no log lines (issue 30: only real warnings belong there)
+    assert "  model.pos=learned" in text and "completed" in text
+    assert f"compare by hand: {python_command()} -m experiments.compare {tmp_path / 'demo'}" in text
+    assert err == "", err
+
+
+def test_bad_max_steps_is_one_line_before_anything_runs(monkeypatch, tmp_path, capfd):
+    monkeypatch.setenv("ARCHLAB_MAX_STEPS", "0")
+    assert main(["--quick", "--out", str(tmp_path / "demo")]) == 2
+    out, err = capfd.readouterr()
+    assert err == "config error: ARCHLAB_MAX_STEPS (environment): must be an integer >= 1, got '0'\n" and out == ""
+    assert not (tmp_path / "demo").exists()
 
 
 def test_bad_seeds_are_one_line(capsys):
