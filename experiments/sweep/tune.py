@@ -5,9 +5,10 @@
 Hydra instantiates the plugin hydra_plugins/archlab_tuned_sweeper (Hydra only loads plugins from that namespace);
 it hands its declaration, the composed config and its launcher to `TunedSweep.run`, which:
 
-  0. checks the declaration (tune_spec.py: one `config error: ...` line and exit 2 before any run starts) and,
-     on `train.resume=true`, that it is the one <sweep dir>/tuning.json recorded; a sweep dir that already holds
-     a tuned sweep is refused without train.resume=true;
+  0. checks the declaration (tune_spec.declare: one `config error: ...` line and exit 2 before any run starts;
+     `python -m experiments.train` runs the same checks in its precheck first, tune_check.py) and, on
+     `train.resume=true`, that it defines the sweep <sweep dir>/tuning.json recorded (declaration and run config:
+     TuningRecord.difference); a sweep dir that already holds a tuned sweep is refused without train.resume=true;
   1. tuning: every arm x grid point x tune seed, each at `tune_fraction` of the run's budget (tune_spec.horizon_override);
   2. per arm, the best lr by mean final val/loss (tune_select.py); a best point at the edge of the measured grid
      adds the next log step beyond it (up to `widen` per side), runs it and looks again; still at the edge: "edge";
@@ -23,7 +24,8 @@ Stopping: after each launch the sweep's stop state (experiments.run.interrupt, h
 read; a stopped sweep starts nothing more (the final phase never starts after a stopped tuning phase) and SweepStop
 prints the resume command. A tuning run left interrupted or running without a stop (a killed worker) also keeps
 the final phase from starting: the best lr would be picked on part of the grid. Failed tuning runs are left out
-of the picking (an arm with no tuning result gets no final runs, and tuning.json and the report say so).
+of the picking (an arm with no tuning result gets no final runs, and tuning.json and the report say so; when no arm
+has one, one line says why, and that a resume changes nothing when every tuning run diverged).
 A launcher error (a job whose config no longer composes, a cluster refusing a job) ends the sweep with Hydra's
 error and one line with the resume command.
 Resuming (`train.resume=true`, same sweep dir): a job whose dir already holds a result (completed or diverged) is
