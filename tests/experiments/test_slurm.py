@@ -338,3 +338,28 @@ def test_packed_tasks_killed_or_cancelled_resume_every_member_exactly(slurm_env,
             assert summary(d)["status"] == "completed"
             assert [s for s, _ in train_losses(d)] == list(range(1, 601))
             assert train_losses(d) == train_losses(ref)
+
+
+def test_a_tuned_sweep_packed_on_slurm_equals_the_packed_launcher(slurm_env, cache_dir, tmp_path):
+    """hydra/sweeper=tuned with pack=true: each arm's tuning grid is one array task, then each arm's final seeds; the
+    tuning record and every run's curve equal the same sweep through hydra/launcher=packed on this machine."""
+    tuned = [*TINY, "train.eval_interval=3", "train.ckpt_interval=6", "train.steps=6", "hydra/sweeper=tuned",
+             "hydra.sweeper.tune={optim.lr:[1e-3,3e-3,1e-2,3e-2]}", "hydra.sweeper.tune_seeds=[1000]",
+             "hydra.sweeper.seeds=[0,1]", "hydra.sweeper.tune_fraction=0.5", "hydra.sweeper.widen=0",
+             "model/pos=learned,rope", f"data.cache_dir={cache_dir}"]
+    proc = submit(slurm_env, tmp_path / "slurm", *tuned, "hydra.launcher.pack=true")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    assert "8 job(s) packed into 2 SLURM array task(s) of sizes [4, 4]" in out
+    assert "4 job(s) packed into 2 SLURM array task(s) of sizes [2, 2]" in out
+    local = subprocess.run([PYTHON, "-m", "experiments.train", "-m", *tuned, "hydra/launcher=packed",
+                            f"hydra.sweep.dir={tmp_path / 'local'}"], cwd=REPO, env=slurm_env, capture_output=True,
+                           text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    records = [json.loads((tmp_path / s / "tuning.json").read_text()) for s in ("slurm", "local")]
+    assert records[0]["phase"] == "done" and len(records[0]["results"]) == 2
+    assert records[0]["results"] == records[1]["results"] and records[0]["finals"] == records[1]["finals"]
+    jobs = sorted(p.name for p in (tmp_path / "local").iterdir() if (p / "summary.json").exists())
+    assert len(jobs) == 12
+    for job in jobs:
+        assert train_losses(tmp_path / "slurm" / job) == train_losses(tmp_path / "local" / job)
