@@ -30,7 +30,7 @@ Two tiers:
   something; `make demo` is `make -n demo` (the target is there and would not reinstall; its printed command is
   tests/experiments/test_python_command.py's). The other `python -m experiments.*` commands run in this process
   (as tests/experiments' train_cli: same argv, cwd, environment and exit status), skipping the interpreter's
-  start-up; the python blocks, `bpe` and pipelines run in bash as in the slow tier.
+  start-up, and so do the python blocks (each in a namespace of its own); `bpe` and pipelines run in bash.
 """
 
 from __future__ import annotations
@@ -207,8 +207,10 @@ def walk_step(step: Step, w: Walk, root: Path, env: dict[str, str], cheap) -> No
         w.log.append(f"skipped {step}  [{why}]")
         return
     if step.kind == "python":
-        r = run_shell("python -", root, env, stdin=resolve(step.text, root))
-        w.log.append(f"ran {step}")
+        code = resolve(step.text, root)
+        r = cheap(step, code, env) if cheap is not None else None
+        w.log.append(f"{'ran' if r is None else 'cheap form of'} {step}")
+        r = r or run_shell("python -", root, env, stdin=code)
         w.failures += filter(None, [failure(step, "python - <<< the block", r)])
         return
     if step.text.startswith("make ") and venv_dir() is None:
@@ -268,6 +270,8 @@ class CheapForms:
         self.root, self.monkeypatch, self.capfd = root, monkeypatch, capfd
 
     def __call__(self, step: Step, cmd: str, env: dict[str, str]) -> Result | None:
+        if step.kind == "python":
+            return self.exec_block(step, cmd, env)
         words = shlex.split(cmd, comments=True)
         if words[:1] == ["make"]:  # a dry run: the target exists and would not reinstall the venv
             r = run_shell(shlex.join(["make", "-n", *words[1:]]), self.root, env)
@@ -303,6 +307,20 @@ class CheapForms:
         out, err = self.capfd.readouterr()
         return Result(code, out, err)
 
+    def exec_block(self, step: Step, code: str, env: dict[str, str]) -> Result:
+        """The block as a script in this process (its own namespace, the clone as cwd): no interpreter start-up."""
+        import traceback
+
+        self._enter(env)
+        try:
+            exec(compile(code, f"README.md:{step.line}", "exec"), {"__name__": "__main__"})
+            code_ = 0
+        except BaseException:  # noqa: BLE001 - what `python -` would print and exit 1 with
+            traceback.print_exc()
+            code_ = 1
+        out, err = self.capfd.readouterr()
+        return Result(code_, out, err)
+
     def precheck(self, argv: list[str], env: dict[str, str], stand_in: bool) -> Result:
         """The command line's checks (as `python -m experiments.train` makes them before Hydra starts); for a sweep
         (`stand_in`), synthetic run dirs in its sweep dir."""
@@ -310,7 +328,7 @@ class CheapForms:
         from experiments.config.compose import compose_config
         from experiments.config.errors import ConfigError
         from experiments.config.precheck import _first_point, precheck
-        from tests.experiments.synthetic_runs import write_sweep
+        from tests.experiments.synthetic_runs import GROUPS, write_sweep
 
         self._enter(env)
         argv = [*(["-m"] if stand_in else []), *[a for a in argv if a not in ("-m", "--multirun")]]
@@ -323,7 +341,7 @@ class CheapForms:
         _, overrides = parse_command(argv)
         cfg = compose_config([p for p in map(_first_point, overrides) if p], return_hydra_config=True)
         sweep = self.root / str(cfg.hydra.sweep.dir)
-        write_sweep(sweep, seeds=(0, 1), experiment=str(cfg.experiment_name))
+        write_sweep(sweep, groups=[GROUPS[0], GROUPS[3]], seeds=(0, 1), experiment=str(cfg.experiment_name))
         return Result(0, f"(checked; synthetic runs in {sweep})\n", "")
 
 
