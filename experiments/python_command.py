@@ -23,7 +23,7 @@ def python_command() -> str:
     if not exe:
         return "python"
     found = shutil.which("python")
-    # compare the bin dirs, not the files: a venv's python is a symlink to the base interpreter, which lacks its packages
+    # the bin dirs, not only the files: a venv's python is a symlink to the base interpreter, which lacks its packages
     if found and Path(found).parent.resolve() == Path(exe).parent.resolve() \
             and Path(found).resolve() == Path(exe).resolve():
         return "python"

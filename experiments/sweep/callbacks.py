@@ -161,7 +161,8 @@ class SweepReport(Callback):
             print(f"[archlab] report: {report}", file=sys.stderr)
         except Exception as e:  # the runs are what matters; the report can be rebuilt by hand
             print(f"[archlab] report not built: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        print(f"[archlab] compare them: {python_command()} -m experiments.compare {sweep_dir}", file=sys.stderr, flush=True)
+        print(f"[archlab] compare them: {python_command()} -m experiments.compare {sweep_dir}", file=sys.stderr,
+              flush=True)
         faults = [(d, NOT_RUN if d in old else status_of(s)) for d, s in jobs if d in old or is_fault(status_of(s))]
         if faults and not sweep_stopped(str(sweep_dir)):  # a stopped sweep: SweepStop prints how to resume, exit 130
             release_sweep(str(sweep_dir))  # SweepStop.on_multirun_end never runs after this SystemExit

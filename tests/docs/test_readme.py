@@ -22,12 +22,12 @@ Not run, with the reason printed: `make test` (this suite) and `wandb login` / `
 
 Two tiers:
 * `test_readme_top_to_bottom` (slow): every command for real, ARCHLAB_MAX_STEPS=2.
-* `test_readme_in_order` (default; 54 s on the 2-core machine at load ~2, 11 min at load ~8): the same walk, every block, ARCHLAB_MAX_STEPS=1,
-  each command in its cheap form where it trains more than one tiny model: a sweep (`-m`), `torchrun` and a run of
-  a larger preset (`model=small`) get the command line's own checks in this process (experiments.config.precheck:
-  groups, keys, values, launcher plugin, budget, data files, run dirs), and a sweep then gets synthetic run dirs
-  (tests/experiments/synthetic_runs.py) where it would have written, so the commands below that read it run on
-  something; `make demo` is `make -n demo` (the target is there and would not reinstall; its printed command is
+* `test_readme_in_order` (default; 54 s on the 2-core machine at load ~2, 11 min at load ~8): the same walk, every
+  block, ARCHLAB_MAX_STEPS=1, each command in its cheap form where it trains more than one tiny model: a sweep
+  (`-m`), `torchrun` and a run of a larger preset (`model=small`) get the command line's own checks in this process
+  (experiments.config.precheck: groups, keys, values, launcher plugin, budget, data files, run dirs), and a sweep
+  then gets synthetic run dirs (tests/experiments/synthetic_runs.py) where it would have written, so the commands
+  below that read it run on something; `make demo` is `make -n demo` (the target is there and would not reinstall; its printed command is
   tests/experiments/test_python_command.py's). The other `python -m experiments.*` commands run in this process
   (as tests/experiments' train_cli: same argv, cwd, environment and exit status), skipping the interpreter's
   start-up, and so do the python blocks (each in a namespace of its own); `bpe` and pipelines run in bash.

@@ -102,8 +102,8 @@ def test_a_bad_cap_is_one_line_before_anything_is_written(train_cli, monkeypatch
     monkeypatch.setenv("ARCHLAB_MAX_STEPS", bad)
     run = tmp_path / "run"
     r = train_cli(*TINY, "train.steps=2", f"hydra.run.dir={run}")
-    assert r.returncode == 2 and r.stderr.strip() == f"config error: ARCHLAB_MAX_STEPS (environment): must be an integer >= 1, " \
-                                           f"got {bad!r}", r.stderr
+    expected = f"config error: ARCHLAB_MAX_STEPS (environment): must be an integer >= 1, got {bad!r}"
+    assert r.returncode == 2 and r.stderr.strip() == expected, r.stderr
     assert not run.exists()
 
 

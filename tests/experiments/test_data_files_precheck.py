@@ -22,8 +22,8 @@ from .conftest import TINY
 ELTEC = "../shared/data/bench/eltec_eng_novels.txt"
 TINYSTORIES = "../shared/data/bench/tinystories_v1_train_head_lowercase.txt"
 V2_ELTEC = ["rope_vs_learned_v2", "alibi_extrapolation_v2", "swiglu_vs_gelu_v2", "rmsnorm_vs_layernorm_v2",
-            "xiong_postln_warmup_v2", "kaplan_aspect_ratio_v2", "gqa_vs_mha", "qk_norm_lr_sensitivity", "tied_vs_untied",
-            "mup_lr_transfer", "kaplan_aspect_ratio_mup"]  # every finding whose YAML has `finding/data: eltec`
+            "xiong_postln_warmup_v2", "kaplan_aspect_ratio_v2", "gqa_vs_mha", "qk_norm_lr_sensitivity",
+            "tied_vs_untied", "mup_lr_transfer", "kaplan_aspect_ratio_mup"]  # every finding whose YAML has `finding/data: eltec`
 
 
 @pytest.fixture
