@@ -13,11 +13,11 @@ refuses is one line on stderr and exit 2, and nothing is written (Hydra has not 
   null or single value, and a value of the wrong type (`seed=abc`), each value of a sweep included;
 * anything else Hydra's composition refuses, as its first line naming the key;
 * a run dir or sweep dir (given or Hydra's default) that is not a directory or cannot be created (`/proc/x`);
-* a sweep on hydra/launcher=slurm: its values (`hydra.launcher.timeout_min=-5`) and sbatch/srun/squeue on PATH
-  (experiments.sweep.slurm_check);
 * a budget given twice (`experiment=X train.steps=20` where X sets train.tokens; experiments.run.budget), a bad
   ARCHLAB_MAX_STEPS, and a missing data file of the run or of a sweep's first point, named with how to get it
   when it is a findings' pre-registered file (experiments.config.data_files);
+* a sweep on hydra/launcher=slurm: its values (`hydra.launcher.timeout_min=-5`) and sbatch/srun/squeue on PATH
+  (experiments.sweep.slurm_check);
 * a sweep on hydra/sweeper=tuned: its declaration (hydra.sweeper.*), and each key and value it sets on its runs
   checked as the command line's are (`hydra.sweeper.tune={optim.lrr: [...]}` -> did you mean optim.lr?;
   experiments.sweep.tune_check);
@@ -49,8 +49,8 @@ from experiments.config.data_files import check_data_files
 from experiments.config.errors import ConfigError
 from experiments.config.rules import close_key, omegaconf_error
 from experiments.config.rundir_check import check_resume, check_run_dirs
-from experiments.sweep.slurm_check import check_launcher as check_slurm_launcher
 from experiments.run.budget import check_budget_given_once, max_steps_cap
+from experiments.sweep.slurm_check import check_launcher as check_slurm_launcher
 from experiments.sweep.tune_check import check_sweeper_overrides, check_tuned
 
 # launcher plugin config -> (its module, the archlab extra that installs it)
