@@ -8,7 +8,8 @@ headline it gives (pairwise.py, headline.py), and every group against a baseline
 
 Metrics compared against the baseline: the final and the best `metric` (the best left out, and listed in
 "omitted", when it equals the final value in every run, as with a single evaluation), then the final val/bpb when
-some run logged it and it is not `metric`. A group's values are those its means average (stats.stat_runs: its
+some run logged it and it is not `metric`, then the final test/loss, test/bpb and test/<name>/loss, /bpb that some
+run's summary.json lists (the held-out sets a run scores once at its end: docs/experiments.md#held-out-evaluation). A group's values are those its means average (stats.stat_runs: its
 completed runs, one value per run); the statistics are significance.py's (paired by seed or Welch, verdict, seeds
 needed for a user-stated smallest effect `sesoi`, in `metric`'s units). The document is strict JSON (non-finite
 numbers are null) with "version": 2; its schema is in docs/compare.md.
@@ -62,11 +63,19 @@ def best_is_final(groups: list[Group], metric: str) -> bool:
 
 def compared_metrics(groups: list[Group], metric: str) -> list[tuple[str, str]]:
     """[(stat, metric key)]: final and best `metric` (not the best when best_is_final), then final val/bpb when
-    some counted run has it and it is not `metric`."""
+    some counted run has it and it is not `metric`, then each final held-out metric (`held_out_metrics`)."""
     out = [("final", metric)] + ([] if best_is_final(groups, metric) else [("best", metric)])
     if metric != "val/bpb" and any(final_value(r, "val/bpb") is not None for g in groups for r in stat_runs(g)):
         out.append(("final", "val/bpb"))
-    return out
+    return out + [("final", key) for key in held_out_metrics(groups) if key != metric]
+
+
+def held_out_metrics(groups: list[Group]) -> list[str]:
+    """The test/* loss and bpb keys in the counted runs' summary.json `test` (test/loss, test/bpb, then each extra
+    corpus's test/<name>/loss, test/<name>/bpb, by name)."""
+    keys = {k for g in groups for r in stat_runs(g) for k in (r.summary.get("test") or {})
+            if k.endswith(("/loss", "/bpb"))}
+    return sorted(keys, key=lambda k: (k.count("/"), k.rsplit("/", 1)[0], k.endswith("/bpb")))
 
 
 def seed_values(group: Group, stat: str, key: str) -> tuple[list[Any], list[float]]:

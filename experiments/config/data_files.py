@@ -3,7 +3,8 @@
     check_data_files(cfg, experiment="finding_rope_vs_learned_v2")   # cfg: the command's (first) composed config
 
 Called by the command-line precheck (experiments.config.precheck) for a single run and for a sweep's first point:
-`data=text` paths (globs expanded) and `data=tokens` files with their sidecars, through the loader's own checks
+`data=text` paths (globs expanded), `data=tokens` files with their sidecars and, whatever the source, the
+`data.extra_eval` corpora (experiments.data.corpus.check_held_out), through the loader's own checks
 (experiments.data.corpus.check_source), so a sweep whose every job would fail on the same missing file is refused
 once, as one line, instead of each job recording `failed` with a resume hint that fails again. When the missing
 file is one of the findings' pre-registered data files (experiments.findings.data: the v2 findings' ELTeC novels,
@@ -20,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.errors import ConfigError
-from experiments.data.corpus import check_source
+from experiments.data.corpus import check_held_out, check_source
 
 LOCAL_SOURCES = ("text", "tokens")  # the data sources that name files on this machine
 
@@ -52,9 +53,12 @@ def check_data_files(cfg: DictConfig, experiment: str | None = None) -> None:
         plain = OmegaConf.to_container(data, resolve=True) if data is not None else None
     except Exception:  # noqa: BLE001 - an unset or broken value: the value checks after this one name it
         return
-    if not isinstance(plain, dict) or plain.get("source") not in LOCAL_SOURCES:
+    if not isinstance(plain, dict):
         return
-    try:
-        check_source(plain)
-    except ConfigError as e:
-        raise ConfigError(f"{e}{registered_file_hint(plain.get('paths'), experiment)}") from None
+    if plain.get("source") in LOCAL_SOURCES:
+        try:
+            check_source({**plain, "extra_eval": {}} if "extra_eval" in plain else plain)  # the corpus's own files
+        except ConfigError as e:
+            raise ConfigError(f"{e}{registered_file_hint(plain.get('paths'), experiment)}") from None
+    if plain.get("extra_eval"):  # any language-model source: its held-out corpora, each its own line
+        check_held_out(plain)

@@ -14,7 +14,7 @@ Not handled: sources added by plugins; a new source needs a class here and a lin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +41,9 @@ class EmbeddedData(DataConfig):
 
     val_fraction: float = 0.1  # share held out for validation
     split_by: str = "documents"  # documents | stream (experiments.data.corpus.split_documents)
+    test_fraction: float = 0.0  # share of whole documents held out for test/* (split_by=documents); 0: none
+    test_max_tokens: int | None = None  # tokens scored per test set; null: every full window
+    extra_eval: dict[str, str] = field(default_factory=dict)  # name -> text file scored at the end: test/<name>/*
 
 
 @dataclass
@@ -52,6 +55,10 @@ class TextData(DataConfig):
     paths: Any = MISSING  # a file or glob pattern, or a list of them
     val_fraction: float = 0.1
     split_by: str = "documents"
+    doc_separator: str | None = None  # a line holding exactly this text ends a document; null: a file is one
+    test_fraction: float = 0.0
+    test_max_tokens: int | None = None
+    extra_eval: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -69,6 +76,9 @@ class HFData(DataConfig):
     max_val_documents: int | None = None
     val_fraction: float = 0.1
     split_by: str = "documents"
+    test_fraction: float = 0.0  # needs val_split=null (the test documents come from `split`)
+    test_max_tokens: int | None = None
+    extra_eval: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,6 +90,8 @@ class TokensData(DataConfig):
     train_path: str | None = MISSING  # required; null is refused by the loader with its own advice
     val_path: str | None = None  # null: hold out val_fraction of train_path's ids
     val_fraction: float = 0.1
+    test_max_tokens: int | None = None  # no test split (token ids have no documents); extra_eval only
+    extra_eval: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

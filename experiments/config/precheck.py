@@ -154,6 +154,14 @@ def check_key(key: str, plain: dict[str, Any]) -> None:
         node = node[part]
 
 
+def _new_mapping_key(key: str, base: DictConfig) -> bool:
+    """`key` is not yet in its parent, and the parent is a mapping field of the schema (typed dict, e.g.
+    data.extra_eval), which takes new keys."""
+    parent, _, last = key.rpartition(".")
+    node = OmegaConf.select(base, parent) if parent else None
+    return isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict and last not in node
+
+
 def check_value(base: DictConfig, key: str, value: Any) -> None:
     """`key=value` on the composed config `base`, as Hydra would apply it: a wrong type raises ConfigError."""
     cfg = copy.deepcopy(base)
@@ -218,6 +226,11 @@ def precheck(argv: list[str]) -> None:
     base = compose_config(group_overrides, return_hydra_config=False)
     plain = OmegaConf.to_container(base, resolve=False)
     for o in keyed:
+        if _new_mapping_key(o.key_or_group, base):  # +data.extra_eval.NAME=PATH: a key added to a mapping field
+            if not (o.is_add() or o.is_force_add()):
+                raise ConfigError(f"{o.key_or_group}: unknown key; add it to the mapping with a +: "
+                                  f"+{o.input_line.lstrip('+')}")
+            continue
         if o.is_add():  # Hydra: "Could not append to config. An item is already at 'seed'."
             check_key(o.key_or_group, plain)
             raise ConfigError(f"{o.key_or_group}: is already in the config; set it without the +: "

@@ -1,7 +1,8 @@
 """Content-addressed cache of trained tokenizers and token arrays, shared by every run on a machine.
 
     <cache_dir>/tokenizers/<key>.json         key = sha256(corpus content key + tokenizer settings)
-    <cache_dir>/tokens/<key>/{train,val}.bin  key = sha256(corpus content key + tokenizer fingerprint)
+    <cache_dir>/tokens/<key>/{train,val}.bin  key = sha256(corpus content key + tokenizer fingerprint); test.bin too
+                                              when the corpus has a test split (data.test_fraction)
     <cache_dir>/tokens/<key>/{train,val}.bin.json   their sidecars (tokenizer.tokenfile, the format `bpe encode`
                                               writes): dtype, count, tokenizer fingerprint, n_bytes (for val/bpb)
 
@@ -28,8 +29,8 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,8 @@ class TokenData:
     val_meta: dict[str, Any]  # the val ids' sidecar; n_bytes = exact UTF-8 bytes the val ids encode
     path: Path  # the cache entry, or the folder of data.train_path
     fingerprint: str = ""  # what the ids are, whatever the tokenizer: the corpus content key, or the token files'
+    test: np.ndarray | None = None  # the test split's ids (data.test_fraction); None without one
+    test_meta: dict[str, Any] | None = None  # its sidecar
 
     @property
     def bytes_per_token(self) -> float:
@@ -78,7 +81,7 @@ def cache_root(cache_dir: str | os.PathLike) -> Path:
     return Path(os.path.expanduser(str(cache_dir)))
 
 
-def _key(obj: Any) -> str:
+def cache_key(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -131,13 +134,13 @@ def _cached_tokenizer(path: Path, meta_path: Path) -> tuple[Tokenizer, dict[str,
     return tok, meta
 
 
-def token_entry_ok(entry: Path, tok) -> bool:
-    """True when both token files of a cache entry are whole: a valid sidecar, a file size that matches its count,
-    `tok`'s fingerprint. A damaged entry is logged (the caller rebuilds it)."""
+def token_entry_ok(entry: Path, tok, splits: tuple[str, ...] = ("train", "val")) -> bool:
+    """True when every token file (`splits`) of a cache entry is whole: a valid sidecar, a file size that matches its
+    count, `tok`'s fingerprint. A damaged entry is logged (the caller rebuilds it)."""
     if not entry.exists():
         return False
     try:
-        for split in ("train", "val"):
+        for split in splits:
             path = entry / f"{split}.bin"
             check_fingerprint(path, read_sidecar(path), tok.fingerprint())
     except TokenFileError as e:
@@ -181,7 +184,7 @@ def get_tokenizer(corpus: Corpus, cfg: dict[str, Any], cache_dir: str | os.PathL
         return load_tokenizer(cfg)
 
     settings = tokenizer_settings(cfg)
-    key = _key({"v": CACHE_VERSION, "corpus": corpus.key, **settings})
+    key = cache_key({"v": CACHE_VERSION, "corpus": corpus.key, **settings})
     root = cache_root(cache_dir) / "tokenizers"
     path, meta_path = root / f"{key}.json", root / f"{key}.meta.json"
     try:
@@ -248,28 +251,38 @@ def _read_token_file(path: Path, tok, what: str) -> tuple[np.ndarray, dict[str, 
         raise ConfigError(f"{what}: {e}") from None
 
 
-def get_token_data(corpus: Corpus, tok, cache_dir: str | os.PathLike) -> TokenData:
-    """Token files of both splits, encoded once per (corpus content, tokenizer fingerprint), as memmaps.
+def cached_token_files(key: str, splits: dict[str, list[str]], tok, cache_dir: str | os.PathLike,
+                       source: Callable[[str], str]) -> tuple[Path, dict[str, tuple[np.ndarray, dict[str, Any]]]]:
+    """(entry, {split: (memmap, sidecar)}): `<cache_dir>/tokens/<key>/<split>.bin` for each of `splits` (name ->
+    documents), encoded once under the entry's lock (`source(split)`: its sidecar's source) and read against `tok`.
 
     An entry whose files are damaged (truncated, empty, a garbage sidecar: `token_entry_ok`) is rebuilt. A cache
     dir that cannot be written is one ConfigError naming the entry, unless it already holds the entry whole."""
-    key = _key({"v": CACHE_VERSION, "corpus": corpus.key, "tokenizer": tok.fingerprint()})
     root = cache_root(cache_dir) / "tokens"
     final = root / key
-    splits = {"train": corpus.train_docs, "val": corpus.val_docs}
     try:
         with file_lock(root / f".{key}.lock"):
-            if not token_entry_ok(final, tok):
+            if not token_entry_ok(final, tok, tuple(splits)):
                 remove_stale_temps(root, key)
                 eot_id = tok.special_tokens.get(EOT)
                 with atomic_directory(final) as tmp:  # replaces a stale partial entry (a sidecar missing)
                     for split, docs in splits.items():
-                        _encode_split(tok, docs, tmp / f"{split}.bin", eot_id, f"{corpus.name} {split} split ({corpus.key[:16]})")
+                        _encode_split(tok, docs, tmp / f"{split}.bin", eot_id, source(split))
     except OSError as e:
-        if not token_entry_ok(final, tok):
+        if not token_entry_ok(final, tok, tuple(splits)):
             raise cannot_write(final, e) from None
-    (train, train_meta), (val, val_meta) = (_read_token_file(final / f"{s}.bin", tok, "token cache") for s in splits)
-    return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=final, fingerprint=corpus.key)
+    return final, {s: _read_token_file(final / f"{s}.bin", tok, "token cache") for s in splits}
+
+
+def get_token_data(corpus: Corpus, tok, cache_dir: str | os.PathLike) -> TokenData:
+    """Token files of the splits (train, val and a test split if any), encoded once per (corpus content, tokenizer
+    fingerprint), as memmaps (`cached_token_files`)."""
+    key = cache_key({"v": CACHE_VERSION, "corpus": corpus.key, "tokenizer": tok.fingerprint()})
+    final, read = cached_token_files(key, corpus.splits, tok, cache_dir,
+                                     lambda split: f"{corpus.name} {split} split ({corpus.key[:16]})")
+    test, test_meta = read.get("test", (None, None))
+    return TokenData(train=read["train"][0], val=read["val"][0], train_meta=read["train"][1], val_meta=read["val"][1],
+                     path=final, fingerprint=corpus.key, test=test, test_meta=test_meta)
 
 
 def _decoded_bytes(tok, ids: np.ndarray, chunk: int = 1 << 20) -> int:
@@ -302,7 +315,7 @@ def token_file_data(cfg: TokensData | dict[str, Any], tok) -> TokenData:
         train_meta = {**train_meta, "count": len(train), "n_bytes": None if total is None else total - val_bytes,
                       "source": f"{paths['train']}[:{cut}]"}
     return TokenData(train=train, val=val, train_meta=train_meta, val_meta=val_meta, path=paths["train"].parent,
-                     fingerprint=_key([{k: v for k, v in m.items() if k != "tokenizer_fingerprint"}
+                     fingerprint=cache_key([{k: v for k, v in m.items() if k != "tokenizer_fingerprint"}
                                        for m in (train_meta, val_meta)]))  # counts, bytes, sources, the cut
 
 
@@ -314,6 +327,7 @@ class PreparedData:
     tokenizer_info: dict[str, Any]  # path, cached (bool), train_seconds
     data: TokenData
     name: str  # the corpus name (for logs)
+    record: dict[str, Any] = field(default_factory=dict)  # the corpus's split record (experiments.data.documents)
 
     @property
     def inputs(self) -> dict[str, str]:
@@ -335,4 +349,5 @@ def prepare_data(data_cfg: DataConfig | dict[str, Any], tokenizer_cfg: dict[str,
         return PreparedData(tokenizer=tok, tokenizer_info=info, data=data, name=data_lib.token_file_paths(data_cfg)["train"].stem)
     corpus = data_lib.load_corpus(data_cfg)
     tok, info = get_tokenizer(corpus, tokenizer_cfg, cache_dir, progress=progress)
-    return PreparedData(tokenizer=tok, tokenizer_info=info, data=get_token_data(corpus, tok, cache_dir), name=corpus.name)
+    return PreparedData(tokenizer=tok, tokenizer_info=info, data=get_token_data(corpus, tok, cache_dir), name=corpus.name,
+                        record=corpus.record)

@@ -10,8 +10,10 @@ Sources (`data.source`, one `conf/data/*.yaml` each):
     read by experiments.data.cache.prepare_data, against the loaded tokenizer's fingerprint).
 The train/val split is deterministic: `split_by=documents` sends an evenly spread `val_fraction` of the documents
 to validation; `split_by=stream` cuts the concatenated text at `1 - val_fraction` (the token stream's tail is
-held out, and the tokenizer never sees it). `corpus_key` is a sha256 of the split content, the cache key for
-tokenizers and token arrays. Windows are drawn uniformly at random from a token array with a seeded
+held out, and the tokenizer never sees it). `data.test_fraction` (split_by=documents) holds out whole documents
+for a test split beside validation, `data.doc_separator` (data=text) cuts a file into documents at separator
+lines: experiments.data.documents. `Corpus.key` is a sha256 of the split content, the cache key for tokenizers and
+token arrays (a corpus without a test split hashes as it did before test splits existed). Windows are drawn uniformly at random from a token array with a seeded
 torch.Generator (one per rank), like nanoGPT's get_batch.
 Not handled: corpora that do not fit in memory as Python strings, streaming datasets, document-aware windows
 (windows cross document boundaries, which the <|endoftext|> token marks).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,8 @@ import torch
 
 from experiments.config.data_schema import DataConfig, HFData, TextData, TokensData, data_config
 from experiments.config.errors import ConfigError
+from experiments.data.documents import (assign_documents, check_fractions, held_out_indices, split_on_separator,
+                                        split_record, stream_record)
 from tokenizer.corpus import EMBEDDED_NAME, embedded_documents
 from tokenizer.datasets_source import DatasetError, check_dataset, load_texts
 from tokenizer.tokenfile import TokenFileError, read_sidecar
@@ -40,18 +45,25 @@ SPLITS = ("documents", "stream")
 
 @dataclass
 class Corpus:
-    """A split corpus: documents for training (and tokenizer training) and for validation."""
+    """A split corpus: documents for training (and tokenizer training), for validation and (optional) for test."""
 
     name: str
     train_docs: list[str]
     val_docs: list[str]
     identity: dict[str, Any] = field(default_factory=dict)  # what the source and split were (for the cache)
+    test_docs: list[str] = field(default_factory=list)  # data.test_fraction's whole documents; [] without one
+    record: dict[str, Any] = field(default_factory=dict)  # documents.split_record: counts, bytes, indices ({}: none)
+
+    @property
+    def splits(self) -> dict[str, list[str]]:
+        """{"train": docs, "val": docs} and "test" when the corpus has a test split."""
+        return {"train": self.train_docs, "val": self.val_docs, **({"test": self.test_docs} if self.test_docs else {})}
 
     @property
     def key(self) -> str:
         """sha256 over the split's content (length-prefixed documents), the cache key of this corpus."""
         h = hashlib.sha256()
-        for split, docs in (("train", self.train_docs), ("val", self.val_docs)):
+        for split, docs in self.splits.items():
             h.update(f"{split}:{len(docs)}\n".encode())
             for doc in docs:
                 b = doc.encode("utf-8", errors="surrogatepass")
@@ -80,7 +92,7 @@ def split_documents(docs: list[str], val_fraction: float, split_by: str) -> tupl
             raise ConfigError(
                 f"data.split_by=documents needs at least 2 documents, got {len(docs)}; use data.split_by=stream"
             )
-        val_idx = {i for i in range(len(docs)) if int((i + 1) * val_fraction) > int(i * val_fraction)}
+        val_idx = set(held_out_indices(len(docs), val_fraction))
         if len(val_idx) == len(docs):
             val_idx = {len(docs) - 1}
         train = [d for i, d in enumerate(docs) if i not in val_idx]
@@ -130,9 +142,13 @@ def expand_paths(patterns: list[str]) -> list[Path]:
 
 def _text(cfg: TextData) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
     files = expand_paths(cfg.paths)
-    docs = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
     name = files[0].stem if len(files) == 1 else f"{files[0].stem}+{len(files) - 1}"
-    return name, docs, None, {"source": "text", "paths": [str(f) for f in files]}
+    identity: dict[str, Any] = {"source": "text", "paths": [str(f) for f in files]}
+    if cfg.doc_separator is None:
+        return name, texts, None, identity
+    docs = [doc for text in texts for doc in split_on_separator(text, cfg.doc_separator)]
+    return name, docs, None, {**identity, "doc_separator": cfg.doc_separator}
 
 
 def _dataset_error(cfg: HFData, e: Exception) -> ConfigError:
@@ -214,6 +230,7 @@ def check_source(cfg: DataConfig | dict[str, Any]) -> None:
     f = cfg.val_fraction
     if not 0.0 < f < 1.0:
         raise ConfigError(f"data.val_fraction must be in (0, 1), got {f!r}")
+    check_held_out(cfg)
     if source == "text":
         expand_paths(cfg.paths)
     elif source == "hf":
@@ -222,21 +239,87 @@ def check_source(cfg: DataConfig | dict[str, Any]) -> None:
         check_token_files(cfg)
 
 
+# a file name -> what it is and where to get it, added to the line refusing a missing data.extra_eval file
+KNOWN_EVAL_FILES = {
+    "wikitext2_raw_test.txt": "WikiText-2's raw test split (datasets: wikitext, wikitext-2-raw-v1, split test; "
+                              "sha256 4f3e427e...; docs/experiments.md#held-out-evaluation says how to get it)",
+}
+EVAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def extra_eval_paths(cfg: DataConfig | dict[str, Any]) -> dict[str, Path]:
+    """data.extra_eval as {name: path} (`~` expanded), checked: a name the metrics can carry (test/<name>/loss), a
+    file that exists. ConfigError (one line naming the key) otherwise; reads no file."""
+    cfg = data_config(cfg)
+    out = {}
+    for name, path in (getattr(cfg, "extra_eval", None) or {}).items():
+        if not EVAL_NAME.fullmatch(str(name)):
+            raise ConfigError(f"data.extra_eval: name {name!r} must be letters, digits, '_', '.' or '-' (it names the "
+                              f"metrics test/<name>/loss and test/<name>/bpb)")
+        if not isinstance(path, str) or not path:
+            raise ConfigError(f"data.extra_eval.{name}: must be the path of a text file, got {path!r}")
+        p = Path(os.path.expanduser(path))
+        if not p.is_file():
+            known = KNOWN_EVAL_FILES.get(p.name)
+            raise ConfigError(f"data.extra_eval.{name}: no file {path!r} (cwd {os.getcwd()})"
+                              + (f"; it is {known}" if known else ""))
+        out[str(name)] = p
+    return out
+
+
+def check_held_out(cfg: DataConfig | dict[str, Any]) -> None:
+    """data.test_fraction, data.test_max_tokens, data.doc_separator and data.extra_eval (names, files): one
+    ConfigError naming the key, before any data is read."""
+    cfg = data_config(cfg)
+    g = getattr(cfg, "test_fraction", 0.0)
+    if not 0.0 <= g < 1.0:
+        raise ConfigError(f"data.test_fraction must be in [0, 1), got {g!r}")
+    if g > 0 and getattr(cfg, "split_by", "documents") != "documents":
+        raise ConfigError("data.test_fraction: a test split holds out whole documents; set data.split_by=documents "
+                          "(and data.doc_separator to cut one file into documents)")
+    if g > 0 and getattr(cfg, "val_split", None):
+        raise ConfigError(f"data.test_fraction: the test documents come from data.split; with "
+                          f"data.val_split={cfg.val_split} set it to null (or data.test_fraction=0)")
+    check_fractions(cfg.val_fraction, g)
+    n = getattr(cfg, "test_max_tokens", None)
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ConfigError(f"data.test_max_tokens must be an integer >= 1 or null, got {n!r}")
+    sep = getattr(cfg, "doc_separator", None)
+    if sep is not None and (not isinstance(sep, str) or not sep or "\n" in sep or "\r" in sep):
+        raise ConfigError(f"data.doc_separator must be one line of text (non-empty, no line break) or null, got {sep!r}")
+    extra_eval_paths(cfg)
+
+
 def load_corpus(cfg: DataConfig | dict[str, Any]) -> Corpus:
-    """Read the configured source and split it into train/val documents (deterministically)."""
+    """Read the configured source and split it into train/val(/test) documents (deterministically)."""
     cfg = data_config(cfg)
     check_source(cfg)
     if cfg.source == TOKEN_SOURCE:
         raise ConfigError("data=tokens holds token ids, not documents; read it with experiments.data.cache.prepare_data")
     name, docs, val_docs, identity = SOURCES[cfg.source](cfg)
-    if val_docs is None:
+    test_docs: list[str] = []
+    record: dict[str, Any] = {}
+    g, sep = getattr(cfg, "test_fraction", 0.0), getattr(cfg, "doc_separator", None)
+    if val_docs is None and g > 0:  # split_by=documents (check_held_out)
+        train_i, val_i, test_i = assign_documents(len(docs), cfg.val_fraction, g)
+        train_docs, val_docs, test_docs = ([docs[i] for i in idx] for idx in (train_i, val_i, test_i))
+        identity = {**identity, "val_fraction": cfg.val_fraction, "split_by": cfg.split_by, "test_fraction": g}
+        record = split_record(docs, train_i, val_i, test_i, split_by="documents", val_fraction=cfg.val_fraction,
+                              test_fraction=g, separator=sep)
+    elif val_docs is None:
         train_docs, val_docs = split_documents(docs, cfg.val_fraction, cfg.split_by)
         identity = {**identity, "val_fraction": cfg.val_fraction, "split_by": cfg.split_by}
+        if train_docs and val_docs and cfg.split_by == "documents":
+            record = split_record(docs, *assign_documents(len(docs), cfg.val_fraction), split_by="documents",
+                                  val_fraction=cfg.val_fraction, test_fraction=0.0, separator=sep)
+        elif train_docs and val_docs:
+            record = stream_record(docs, train_docs, val_docs, val_fraction=cfg.val_fraction, separator=sep)
     else:
         train_docs = docs
     if not train_docs or not val_docs:
         raise ConfigError(f"corpus {name!r} has {len(train_docs)} train / {len(val_docs)} val documents; both must be non-empty")
-    return Corpus(name=name, train_docs=train_docs, val_docs=val_docs, identity=identity)
+    return Corpus(name=name, train_docs=train_docs, val_docs=val_docs, identity=identity, test_docs=test_docs,
+                  record=record)
 
 
 # ---------------------------------------------------------------------------------------------------------------

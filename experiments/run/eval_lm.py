@@ -27,6 +27,10 @@ t[s+1 : s+L+1]; "scored tokens" below are those targets.
   `act_rms/layer_{i}`: in the same forward pass, the RMS sqrt(mean x²) over (B, T, C) of block i's output (the
   residual stream at `resid_post.{i}`), and `act_rms/logits` that of the logits over (B, T, V): the coordinate
   check of μP (Yang et al. 2022, arXiv:2203.03466, Fig. 5) read across a width sweep (experiments/compare/coord.py).
+* `evaluate_held_out`: `{prefix}/loss` and `{prefix}/bpb` (prefix `test` or `test/<name>`: experiments.data.heldout)
+  on the same tiling of L = n_ctx windows, every full window of the set (`held_out_starts`), or with `max_tokens`
+  k = max(1, max_tokens // n_ctx) of them spread evenly as above; the loss is the mean over all scored tokens, bpb
+  uses the set's own bytes per token. No attention statistics. Deterministic in (model, tokens).
 * `length_extrapolation`: for each factor k, L = k·n_ctx, on the first `max_tokens` tokens:
   - `nonoverlap`: windows at 0, L, 2L, ... (the same tiling as above, with L); every scored token counts.
   - `sliding`: windows at 0, S, 2S, ... with stride S = L // 2 by default (`stride=` sets it). The first window
@@ -164,18 +168,46 @@ def evaluate_model(
         starts = spread(starts, max_batches * batch_size)  # over the whole split, not its first windows
     if not starts:
         raise ValueError(f"val split has {len(val_tokens)} tokens; evaluating needs at least n_ctx + 1 = {n_ctx + 1}")
-    total_nats, total_tokens = 0.0, 0
     out: dict[str, float] = {}
-    with _eval_mode(model):
-        for i, batch_starts in enumerate(_batches(starts, batch_size)):
-            inputs, targets = _window_batch(val_tokens, batch_starts, n_ctx, device)
-            total_nats += _token_nll(model, inputs, targets).double().sum().item()
-            total_tokens += targets.numel()
-            if i == 0 and attn_entropy:
-                out.update(attention_stats(model, inputs))
-    loss = total_nats / total_tokens
+    first = (lambda inputs: out.update(attention_stats(model, inputs))) if attn_entropy else None
+    loss = _mean_nll(model, val_tokens, starts, n_ctx, batch_size, device, first)
     metrics = {"val/loss": loss, "val/ppl": math.exp(min(loss, 700.0)), "val/bpb": bits_per_byte(loss, bytes_per_token)}
     return {**metrics, **out}
+
+
+def _mean_nll(model: torch.nn.Module, tokens: np.ndarray, starts: Sequence[int], n_ctx: int, batch_size: int,
+              device: Any, on_first: Any = None) -> float:
+    """Mean -ln p(target) over every target of the windows at `starts` (L = n_ctx), in eval mode; `on_first(inputs)`
+    is called with the first batch's inputs."""
+    total_nats, total_tokens = 0.0, 0
+    with _eval_mode(model):
+        for i, batch_starts in enumerate(_batches(starts, batch_size)):
+            inputs, targets = _window_batch(tokens, batch_starts, n_ctx, device)
+            total_nats += _token_nll(model, inputs, targets).double().sum().item()
+            total_tokens += targets.numel()
+            if i == 0 and on_first is not None:
+                on_first(inputs)
+    return total_nats / total_tokens
+
+
+def held_out_starts(n_tokens: int, n_ctx: int, max_tokens: int | None) -> list[int]:
+    """The window starts `evaluate_held_out` scores: every full window, or max(1, max_tokens // n_ctx) spread evenly.
+
+    >>> held_out_starts(100, 10, None), held_out_starts(100, 10, 25)
+    ([0, 10, 20, 30, 40, 50, 60, 70, 80], [0, 80])
+    """
+    starts = window_starts(n_tokens, n_ctx, n_ctx)
+    return starts if max_tokens is None else spread(starts, max(1, max_tokens // n_ctx))
+
+
+def evaluate_held_out(model: torch.nn.Module, tokens: np.ndarray, *, prefix: str, n_ctx: int, batch_size: int,
+                      max_tokens: int | None, bytes_per_token: float, device: Any) -> dict[str, float]:
+    """`{prefix}/loss` (mean nats per scored token) and `{prefix}/bpb` on `held_out_starts` (module docstring)."""
+    starts = held_out_starts(len(tokens), n_ctx, max_tokens)
+    if not starts:
+        raise ValueError(f"{prefix} has {len(tokens)} tokens; evaluating needs at least n_ctx + 1 = {n_ctx + 1}")
+    loss = _mean_nll(model, tokens, starts, n_ctx, batch_size, device)
+    return {f"{prefix}/loss": loss, f"{prefix}/bpb": bits_per_byte(loss, bytes_per_token)}
 
 
 def attention_stats(model: torch.nn.Module, inputs: Tensor) -> dict[str, float]:

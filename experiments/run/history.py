@@ -3,7 +3,9 @@
     hist = EvalHistory.from_metrics(RunDir(run_dir).read_metrics())   # a resumed run picks up where it was
     hist.record_eval({"val/loss": 3.2, "val/bpb": 1.1, "extrap/sliding/loss@2x": 3.4})
 
-`best_*` is min() over the evals so far; `extrap` holds the last eval that measured extrapolation. Not handled: bests of metrics other than val/loss and val/bpb.
+`best_*` is min() over the evals so far; `extrap` holds the last eval that measured extrapolation, `test` the
+test/* metrics of the final eval (the only one that has them). Not handled: bests of metrics other than val/loss
+and val/bpb.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class EvalHistory:
     best_val_bpb: float | None = None
     final_train_loss: float | None = None
     extrap: dict[str, Any] = field(default_factory=dict)  # extrap/<mode>/loss@<k>x -> value (None: not measurable)
+    test: dict[str, Any] = field(default_factory=dict)  # test/loss, test/bpb, test/<name>/loss, ... of the final eval
 
     @classmethod
     def from_metrics(cls, rows: list[dict[str, Any]]) -> EvalHistory:
@@ -40,6 +43,9 @@ class EvalHistory:
         extrap = {k: v for k, v in row.items() if k.startswith("extrap/")}
         if extrap:
             self.extrap = extrap
+        test = {k: v for k, v in row.items() if k.startswith("test/")}
+        if test:
+            self.test = test
 
 
 def _lower(best: float | None, value: float | None) -> float | None:

@@ -371,7 +371,8 @@ class TrainingRun:
             tokens_per_s=tokens / wall if wall > 0 else None,
             mfu=(fpt * tokens / wall / self.info.world_size / self.peak) if wall > 0 else None,
             extrap=h.extrap, device=str(self.device), world_size=self.info.world_size,
-            num_threads=torch.get_num_threads())
+            num_threads=torch.get_num_threads(), test=h.test or None,
+            evaluation=self.task.held_out_record() or None)
         return RunSummary(status, experiment=self.rc.experiment_name, run_name=self.run_name,
                           overrides=self.overrides, seed=self.seed, steps=self.step, tokens=tokens,
                           run_dir=str(self.run_dir), error=error, diverged_at_step=diverged_at_step, results=results)

@@ -7,11 +7,14 @@
     task.model_config()                   # arch.ModelConfig | arch.EncDecConfig, vocab_size from the tokenizer
     task.tokens_per_sequence()            # tokens one sequence adds to the `tokens` count
     task.flops_per_token(mcfg)            # training FLOPs per such token (6N + attention)
-    task.evaluate(model, device, final)   # the val/* metrics of one eval
+    task.evaluate(model, device, final)   # the val/* metrics of one eval; the final one adds test/* (lm)
+    task.held_out_record()                # what the test sets were ({}: the run has none); for summary.json
 
 LMTask (task=lm, the default): corpus -> tokenizer -> token memmaps, windows of train.n_ctx tokens (random
 starts, or each once per epoch with train.sampler=epoch: experiments/data/epochs.py), next-token loss; evals give
-val/loss, val/ppl, val/bpb, attention entropy and length extrapolation.
+val/loss, val/ppl, val/bpb, attention entropy and length extrapolation; the last eval (at the last step, never
+before: nothing that selects sees them) adds test/loss, test/bpb on the test split (data.test_fraction) and
+test/<name>/loss, test/<name>/bpb on each data.extra_eval corpus (experiments.data.heldout).
 Seq2SeqTask (task=seq2seq): (source, target) pairs -> padded (src, tgt_in, tgt_out) batches for the
 encoder-decoder; `tokens` counts decoder tokens; evals give loss, token accuracy and exact match per length.
 Adding a task: a class with these members, one line in TASKS, a conf/task/<name>.yaml.
@@ -35,8 +38,9 @@ from experiments.config.schema import RunConfig
 from experiments.data import cache  # via the module: tests patch cache.prepare_data
 from experiments.data.corpus import WindowSampler
 from experiments.data.epochs import EpochSampler
+from experiments.data.heldout import HeldOut, held_out_sets, with_held_out
 from experiments.data.pairs import PairBatcher, prepare_pairs
-from experiments.run.eval_lm import evaluate_model, length_extrapolation
+from experiments.run.eval_lm import evaluate_held_out, evaluate_model, held_out_starts, length_extrapolation
 from experiments.run.eval_seq2seq import evaluate_seq2seq
 
 log = logging.getLogger(__name__)
@@ -58,13 +62,16 @@ class LMTask:
         self.sampler: WindowSampler | EpochSampler | None = None  # .next() -> (x, y), each (B, T) int64
         self.data: Any = None                      # experiments.data.cache.TokenData: .train / .val memmaps
         self.inputs: dict[str, str] = {}           # tokenizer and data fingerprints: a resume must find the same
+        self.held_out: list[HeldOut] = []          # scored once, by the last eval: the test split, extra corpora
+        self.split_record: dict[str, Any] = {}     # the corpus's split (experiments.data.documents)
 
     def load(self, generator: torch.Generator) -> None:
         """corpus -> tokenizer -> token memmaps (content-hash cached; ranks share the entries) -> window sampler."""
         prepared = cache.prepare_data(self.rc.data, tokenizer_dict(self.rc), self.rc.data.cache_dir,
                                       progress=self.progress)
         self.tokenizer, self.tokenizer_info, self.data = prepared.tokenizer, prepared.tokenizer_info, prepared.data
-        self.inputs = prepared.inputs
+        self.held_out = held_out_sets(prepared, self.rc.data, self.rc.data.cache_dir)
+        self.inputs, self.split_record = with_held_out(prepared.inputs, self.held_out), prepared.record
         if self.is_main:
             info = self.tokenizer_info
             log.info("corpus %s: %d train / %d val tokens, vocab %d (%s)", prepared.name, len(self.data.train),
@@ -78,6 +85,12 @@ class LMTask:
         if len(self.data.val) < T + 1:  # before the model is built (a huge n_ctx must not cost an allocation first)
             raise ConfigError(f"the validation split has {len(self.data.val)} tokens, fewer than n_ctx + 1; "
                               f"raise data.val_fraction")
+        for s in self.held_out:
+            if len(s.tokens) < T + 1:
+                key, what = (("data.test_fraction", "the test split") if s.prefix == "test" else
+                             (f"data.extra_eval.{s.prefix[5:]}", s.source["path"]))
+                raise ConfigError(f"{key}: {what} has {len(s.tokens)} tokens, fewer than n_ctx + 1 = {T + 1}; "
+                                  f"hold out more text or lower train.n_ctx")
 
     def epoch_tokens(self) -> int:
         """Tokens one pass over the train split trains on: the split's length (random windows), or the windows the
@@ -101,7 +114,8 @@ class LMTask:
         return arch.flops_per_token(mcfg, seq_len=self.tc.n_ctx)
 
     def evaluate(self, model: nn.Module, device: torch.device, final: bool) -> dict[str, Any]:
-        """val/loss, val/ppl, val/bpb, attention entropy; length extrapolation per train.extrap."""
+        """val/loss, val/ppl, val/bpb, attention entropy; length extrapolation per train.extrap; at the final eval
+        test/* on every held-out set."""
         tc, T = self.tc, self.tc.n_ctx
         row = evaluate_model(model, self.data.val, n_ctx=T, batch_size=tc.eval_batch_size,
                              max_batches=tc.eval_batches, bytes_per_token=self.data.bytes_per_token, device=device)
@@ -109,7 +123,23 @@ class LMTask:
             row.update(length_extrapolation(model, self.data.val, n_ctx=T, factors=tuple(tc.extrap_factors),
                                             max_tokens=tc.extrap_max_tokens, device=device,
                                             batch_size=tc.eval_batch_size))
+        for s in self.held_out if final else ():
+            row.update(evaluate_held_out(model, s.tokens, prefix=s.prefix, n_ctx=T, batch_size=tc.eval_batch_size,
+                                         max_tokens=self.rc.data.test_max_tokens,
+                                         bytes_per_token=s.bytes_per_token, device=device))
         return row
+
+    def held_out_record(self) -> dict[str, Any]:
+        """summary.json's `evaluation` ({} unless the data config holds out a test set or cuts documents): the
+        corpus's split (counts, bytes, indices) and per held-out set its tokens, bytes, windows scored, source."""
+        d = self.rc.data
+        if not (self.held_out or getattr(d, "doc_separator", None)):
+            return {}
+        T, cap = self.tc.n_ctx, d.test_max_tokens
+        sets = {s.prefix: {"tokens": int(s.meta["count"]), "bytes": int(s.meta["n_bytes"]),
+                           "windows": len(held_out_starts(len(s.tokens), T, cap)), "n_ctx": T, **s.source}
+                for s in self.held_out}
+        return {"split": self.split_record, "test_max_tokens": cap, "sets": sets}
 
 
 class Seq2SeqTask:
@@ -163,6 +193,10 @@ class Seq2SeqTask:
                                batch_size=tc.eval_batch_size, device=device, prefix="val",
                                max_pairs=None if final else tc.eval_batches * tc.eval_batch_size)
         return {**row, "val/ppl": math.exp(min(row["val/loss"], 700.0))}
+
+    def held_out_record(self) -> dict[str, Any]:
+        """No test sets beside the pairs' own test split (scored as val/*)."""
+        return {}
 
 
 Task = LMTask | Seq2SeqTask

@@ -137,6 +137,8 @@ class RunResults:
     world_size: int
     num_threads: int
     epochs: float | None = None      # passes over the train split so far (tokens / tokens a pass); None: seq2seq
+    test: dict[str, float] | None = None        # test/loss, test/bpb, test/<name>/*: the final eval's (lm runs)
+    evaluation: dict[str, Any] | None = None    # what the held-out sets were (experiments.run.tasks.held_out_record)
 
 
 @dataclass
@@ -176,6 +178,9 @@ class RunSummary:
                "run_dir": self.run_dir, "device": r.device, "world_size": r.world_size, "num_threads": r.num_threads}
         if r.epochs is not None:  # LM runs (seq2seq and summaries written before epochs were counted have none)
             out["epochs"] = r.epochs
+        for key in ("test", "evaluation"):  # only runs whose data holds out a test set (data.test_fraction, ...)
+            if getattr(r, key):
+                out[key] = getattr(r, key)
         if self.error is not None:
             out["error"] = self.error
         if self.diverged_at_step is not None:

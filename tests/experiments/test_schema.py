@@ -2,7 +2,8 @@
 validate() hands back typed objects, and the schema's choice lists are the registries' keys.
 
 tests/experiments/golden/composed_configs.json was recorded from conf/ before the schema existed (every experiment,
-every model preset, the defaults and task=seq2seq; ARCHLAB_CACHE=/CACHE). The only changes since: train.sampler,
+every model preset, the defaults and task=seq2seq; ARCHLAB_CACHE=/CACHE). The only changes since: the data keys of
+HELD_OUT_DEFAULTS (no test split, no extra corpus, no separator: today's behaviour), train.sampler,
 train.max_epochs and schedule.warmup_ratio, added later with the defaults that keep the behaviour recorded (random
 windows, no limit, warmup_steps), model.param / model.base_width (sp, null: the standard parametrization); and
 the schema writes down defaults the YAML left out: every PosConfig field of model.pos (arch.PosConfig's defaults, which a
@@ -32,6 +33,11 @@ from experiments.config.schema import (LOGGER_NAMES, OPTIMIZER_NAMES, SCHEDULE_N
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "composed_configs.json").read_text())["configs"]
 SHAPE_ARGS = ("n_params", "n_layers", "aspect_ratio", "n_heads", "d_head")  # arch.shape_for's arguments
+# data keys added since (issue 32: a test split, extra eval corpora, documents cut at a separator line), with the
+# defaults that keep the behaviour recorded: no test split, no extra corpus, a file is one document
+HELD_OUT = {"test_fraction": 0.0, "test_max_tokens": None, "extra_eval": {}}
+HELD_OUT_DEFAULTS = {"embedded": HELD_OUT, "hf": HELD_OUT, "text": {"doc_separator": None, **HELD_OUT},
+                     "tokens": {"test_max_tokens": None, "extra_eval": {}}}
 JOBLIB = importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is not None
 
 
@@ -40,6 +46,7 @@ def _with_written_defaults(cfg: dict, shape: bool = False) -> dict:
     cfg = json.loads(json.dumps(cfg))
     cfg["train"] = {**cfg["train"], "sampler": "random", "max_epochs": None}  # knobs added since, at today's behaviour
     cfg["schedule"] = {**cfg["schedule"], "warmup_ratio": None}
+    cfg["data"] = {**cfg["data"], **HELD_OUT_DEFAULTS.get(cfg["data"]["source"], {})}
     model = cfg["model"]
     model.update({"param": "sp", "base_width": None})
     model["pos"] = {**dataclasses.asdict(PosConfig()), **model["pos"]}
