@@ -22,7 +22,8 @@ from typing import Any, Iterable, Sequence
 from experiments.findings.multiple import Family
 from experiments.rundir.layout import RunStatus
 
-OUTCOMES = ("reproduced", "partly", "not reproduced", "undecided")  # undecided: the seeds disagree (mup_lr_transfer)
+OUTCOMES = ("reproduced", "partly", "not reproduced", "undecided",  # undecided: the seeds disagree (mup_lr_transfer)
+            "opposite", "equivalent", "inconclusive")  # protocol v3 (outcome.py): CI beyond 0, inside ±SESOI, neither
 EXTRAP_MODES = ("nonoverlap", "sliding")
 
 
