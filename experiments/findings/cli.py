@@ -44,7 +44,6 @@ interrupted (the doc is still written for the others). Not handled: SLURM launch
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -56,17 +55,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings import registration
-from experiments.findings.attempts import Attempt, settled
+from experiments.findings.attempts import Attempt
 from experiments.findings.data import DataError, run_data
 from experiments.findings.judge import judge
 from experiments.findings.out_dir import OutDir
+from experiments.findings.rebuild import DOCS_DIR, doc_path, from_data, from_sweep, read_meta
 from experiments.findings.registration import RegistrationError, SetupCheck
 from experiments.findings.registry import FINDINGS, Finding, next_version
 from experiments.findings.tuned import is_tuned
 from tokenizer.cli_args import OneLineParser, UsageError, non_empty, non_empty_path, positive_int
 
-DOCS_DIR = Path("docs") / "findings"  # relative to the cwd, like multirun/; the repo root in practice
-REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
 SEED_OVERRIDE = re.compile(r"^[+~]*seed=")
 OWN_OVERRIDE = re.compile(r"^[+~]*hydra(/launcher=|\.sweep\.dir=|\.launcher\.)")  # set by --jobs / --out-dir
 REFUSED = 2  # experiments.train's exit status for a command it refused before any run started
@@ -89,6 +87,9 @@ def parser() -> argparse.ArgumentParser:
                    help="where to write the doc (default <docs-dir>/<name>.md; with --smoke <sweep dir>/<name>.md)")
     p.add_argument("--from-sweep", type=non_empty_path, default=None, metavar="DIR",
                    help="no training: rebuild the report and doc of an earlier run of this finding in DIR")
+    p.add_argument("--from-data", action="store_true",
+                   help="no training: rebuild the doc and its figures from <docs-dir>/<name>/data.json alone (the "
+                        "runs a full run committed)")
     p.add_argument("--data-file", type=non_empty, default=None, metavar="PATH",
                    help="a local copy of the pre-registered data file (checked by its sha256), for machines without "
                         "../shared/data; see docs/findings/README.md#data")
@@ -105,14 +106,6 @@ def parser() -> argparse.ArgumentParser:
 def list_text() -> str:
     width = max(len(n) for n in FINDINGS)
     return "\n".join(f"{name:<{width}}  {f.title}" for name, f in FINDINGS.items())
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except ValueError:
-        return False
 
 
 def parse_overrides(overrides: Sequence[str]) -> list[Any]:
@@ -218,6 +211,20 @@ def setup_check(f: Finding) -> SetupCheck:
         raise UsageError(str(e)) from None
 
 
+def run_provenance(f: Finding) -> dict[str, Any]:
+    """provenance.collect() for f's sweep starting now: its own files (registration.setup_paths and the record) left
+    out of what changed since the registration, against the tree the registration recorded (if it did)."""
+    from experiments.findings.provenance import collect
+
+    own = [*(p.as_posix() for p in registration.setup_paths(f.name, f.extra_files).values()),
+           (registration.REGISTERED / f"{f.name}.json").as_posix()]
+    try:
+        record = registration.load(f.name) or {}
+    except RegistrationError:
+        record = {}
+    return collect(own, record.get("tree"))
+
+
 def require_registered(f: Finding, check: SetupCheck) -> None:
     """A full run's setup must be the registered one: UsageError (one line) saying what to do otherwise."""
     if check.status == "unregistered":
@@ -264,7 +271,7 @@ def _run(f: Finding, args: argparse.Namespace, sweep_dir: Path, stamp: str, out:
     if not smoke:
         require_registered(f, check)
     jobs = args.jobs if args.jobs is not None else 1 if smoke else 2
-    doc_path = _doc_path(f, args, sweep_dir, smoke)
+    doc = doc_path(f, args, sweep_dir, smoke)
     if own := [o for o in args.overrides if OWN_OVERRIDE.match(o)]:
         raise UsageError(f"{own[0]}: the launcher and the sweep dir are set by --jobs and --out-dir")
     user = list(args.overrides)
@@ -286,11 +293,11 @@ def _run(f: Finding, args: argparse.Namespace, sweep_dir: Path, stamp: str, out:
     meta = {"name": f.name, "smoke": smoke, "args": cli_args, "overrides": overrides, "train_argv": argv,
             "train_rc": None, "sweep_dir": str(sweep_dir), "wall_s": 0.0, "attempts": 0, "cpus": cpu_count(),
             "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp, "setup": check.to_meta(),
-            "tuned": tuned}
-    return sweep_and_judge(f, sweep_dir, meta, doc_path, argv, out)
+            "tuned": tuned, "provenance": run_provenance(f)}
+    return sweep_and_judge(f, sweep_dir, meta, doc, argv, out)
 
 
-def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, argv: list[str],
+def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc: Path, argv: list[str],
                     out: OutDir) -> int:
     """One attempt at the sweep (finding.json first, so that a stopped one can be resumed), then judge() unless it
     was stopped by a signal. A sweep that experiments.train refused (exit 2: before any run) leaves `out` as it was."""
@@ -308,18 +315,7 @@ def sweep_and_judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path:
         print(f"findings: {f.name}: stopped; no doc written; resume with: python -m experiments.findings {f.name} "
               f"--resume --out-dir {shlex.quote(str(sweep_dir))}", file=sys.stderr, flush=True)
         return EXIT_CODE
-    return judge(f, sweep_dir, meta, doc_path, point_overrides(meta.get("overrides", [])))
-
-
-def read_meta(f: Finding, sweep_dir: Path, option: str) -> dict[str, Any]:
-    """The finding.json of an earlier run of finding `f` in sweep_dir; UsageError naming `option` otherwise."""
-    try:
-        meta = json.loads((sweep_dir / "finding.json").read_text())
-    except (OSError, ValueError):
-        raise UsageError(f"{option} {sweep_dir}: no readable finding.json (not a findings sweep dir)") from None
-    if meta.get("name") != f.name:
-        raise UsageError(f"{option} {sweep_dir} holds finding {meta.get('name')!r}, not {f.name!r}")
-    return meta
+    return judge(f, sweep_dir, meta, doc, point_overrides(meta.get("overrides", [])))
 
 
 def resume(f: Finding, args: argparse.Namespace) -> int:
@@ -333,36 +329,20 @@ def resume(f: Finding, args: argparse.Namespace) -> int:
 
 def _resume(f: Finding, args: argparse.Namespace, sweep_dir: Path, out: OutDir) -> int:
     meta = read_meta(f, sweep_dir, "--out-dir")
-    if args.overrides or args.smoke or args.jobs is not None or args.from_sweep or args.data_file is not None:
-        raise UsageError("--resume takes no overrides, --smoke, --jobs, --data-file or --from-sweep (they are those "
-                         "of the stopped run, in its finding.json)")
-    doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
+    if args.overrides or args.smoke or args.jobs is not None or args.from_sweep or args.data_file is not None \
+            or args.from_data:
+        raise UsageError("--resume takes no overrides, --smoke, --jobs, --data-file, --from-sweep or --from-data "
+                         "(they are those of the stopped run, in its finding.json)")
+    doc = doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
     if not meta.get("smoke"):  # the files the sweep started with must still be the registered ones
         require_registered(f, setup_check(f))
+    if meta.get("provenance"):  # the code this attempt trains with, beside the first attempt's
+        from experiments.findings.provenance import attempt
+
+        meta["provenance"] = {**meta["provenance"],
+                              "resumed": [*meta["provenance"].get("resumed", []), attempt()]}
     print(f"findings: {f.name}: resuming the sweep in {sweep_dir}/", file=sys.stderr, flush=True)
-    return sweep_and_judge(f, sweep_dir, meta, doc_path, [*meta["train_argv"], "train.resume=true"], out)
-
-
-def rebuild(f: Finding, args: argparse.Namespace) -> int:
-    """--from-sweep: the report and doc of an earlier run of this finding, without training."""
-    sweep_dir = args.from_sweep
-    with OutDir(sweep_dir, fresh=False, option="--from-sweep") as out:
-        meta = read_meta(f, sweep_dir, "--from-sweep")
-        if args.overrides or args.smoke or args.out_dir or args.data_file is not None:
-            raise UsageError("--from-sweep takes no overrides, --smoke, --data-file or --out-dir (they are those of "
-                             "the earlier run)")
-        doc_path = _doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
-        rc = judge(f, sweep_dir, settled(meta), doc_path, point_overrides(meta.get("overrides", [])))
-        out.keep()
-        return rc
-
-
-def _doc_path(f: Finding, args: argparse.Namespace, sweep_dir: Path, smoke: bool) -> Path:
-    doc = args.doc or (sweep_dir / f"{f.name}.md" if smoke else args.docs_dir / f"{f.name}.md")
-    if smoke and any(_inside(doc, d) for d in {DOCS_DIR, REPO_DOCS, args.docs_dir}):
-        raise UsageError(f"--smoke never writes into {args.docs_dir}/ (a smoke run is not a result); "
-                         f"--doc {doc} is inside it")
-    return doc
+    return sweep_and_judge(f, sweep_dir, meta, doc, [*meta["train_argv"], "train.resume=true"], out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -381,11 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.name not in FINDINGS:
             raise UsageError(f"unknown finding {args.name!r}; choose from {', '.join(FINDINGS)}")
         f = FINDINGS[args.name]
+        if args.from_data:  # before --register and --note, which it refuses
+            return from_data(f, args)
         if args.note is not None and not args.register:
             raise UsageError("--note goes with --register")
         if args.register:
             return register(f, args)
-        return resume(f, args) if args.resume else rebuild(f, args) if args.from_sweep else run(f, args)
+        return resume(f, args) if args.resume else from_sweep(f, args, point_overrides) if args.from_sweep else \
+            run(f, args)
     except UsageError as e:
         print(f"findings: error: {e}", file=sys.stderr)
         return 2

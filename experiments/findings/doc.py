@@ -26,7 +26,9 @@ from experiments.findings.attempts import killed_text
 from experiments.findings.data import DATA_DEFAULT, DATA_FILE, DATA_FILES, DATA_HUB, HUB_OPTION, WHAT, used_text
 from experiments.findings.doc_budget import cost_lines, seen_lines, tuning_lines
 from experiments.findings.doc_meta import meta_line
+from experiments.findings.doc_provenance import provenance_lines
 from experiments.findings.evidence import RunRecord, SeedsNeeded, Verdict, fmt_ci, fmt_mean_ci, fmt_signed
+from experiments.findings.figdata import plot_json
 from experiments.findings.multiple import ALPHA, Family, holm
 from experiments.findings.md import md_table
 from experiments.findings.registration import REGISTERED, SetupCheck
@@ -321,7 +323,8 @@ def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, 
     if not smoke:
         lines += [f"**Verdict: {verdict.outcome}.** {verdict.key_number}.", ""]
     lines += ["## Setup (registered)", "", *setup_lines(meta), full_run_data_line(finding), "", finding.setup,
-              "", "**As run.**", "", *as_run(meta, records), *seen_lines(meta), *cost_lines(meta), "",
+              "", "**As run.**", "", *as_run(meta, records), *seen_lines(meta), *cost_lines(meta),
+              *provenance_lines(meta), "",
               *tuning_lines(meta)]
     lines += ["## Figures", ""]
     for f in (f for f in finding.figures if f in figures):
@@ -360,8 +363,9 @@ def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, 
 
 
 def write_doc(doc_path: Path, text_for, figures: Sequence[Path]) -> Path:
-    """Copy the figures the doc references (those that exist) into <doc without .md>/, then write the doc whose text
-    is text_for(present figure names, figure dir name). Returns doc_path."""
+    """Copy the figures the doc references (those that exist, each with its plotted data, figdata.py, when it has
+    one) into <doc without .md>/, then write the doc whose text is text_for(present figure names, figure dir name).
+    Returns doc_path."""
     doc_path = Path(doc_path)
     fig_dir = doc_path.with_suffix("")
     fig_dir.mkdir(parents=True, exist_ok=True)
@@ -369,6 +373,8 @@ def write_doc(doc_path: Path, text_for, figures: Sequence[Path]) -> Path:
     for src in map(Path, figures):
         if src.is_file():
             shutil.copyfile(src, fig_dir / src.name)
+            if plot_json(src).is_file():
+                shutil.copyfile(plot_json(src), plot_json(fig_dir / src.name))
             present.append(src.name)
     doc_path.write_text(text_for(present, fig_dir.name))
     return doc_path

@@ -98,6 +98,7 @@ def load(name: str) -> dict[str, Any] | None:
         record = json.loads(path.read_text())
         assert {"registered", "files"} <= set(record) and {"module", "sweep"} <= set(record["files"])
         assert all(role in ("module", "sweep") or role.startswith(EXTRA) for role in record["files"])
+        assert isinstance(record.get("tree", {}), dict)
         return record
     except (OSError, ValueError, AssertionError, TypeError):
         raise RegistrationError(f"{path.relative_to(ROOT)} is not a readable registration record") from None
@@ -105,7 +106,10 @@ def load(name: str) -> dict[str, Any] | None:
 
 def register(name: str, note: str = "", date: str | None = None, extra: Sequence[str] = ()) -> Path:
     """Write the registration of `name` (its module, sweep YAML and the `extra` files as they are now, today's
-    date); RegistrationError when it is already registered or a file is missing. Returns the record's path."""
+    date); RegistrationError when it is already registered or a file is missing. Returns the record's path.
+    The record also gets "tree": {"sha256", "files": {path: sha256}} (provenance.tree_record: every git-tracked file
+    under arch/, tokenizer/, experiments/, conf/ now), so that a run's doc can list what changed outside the
+    finding's own files since; the field is optional (records made before it existed lack it; load() accepts both)."""
     if (old := load(name)) is not None:
         raise RegistrationError(f"{name} is already registered ({old['registered']}, "
                                 f"{record_path(name).relative_to(ROOT)})")
@@ -115,7 +119,10 @@ def register(name: str, note: str = "", date: str | None = None, extra: Sequence
         if text is None:
             raise RegistrationError(f"cannot register {name}: {path} is missing")
         files[role] = {"path": str(path), "sha256": sha256(text), "text": text}
-    record = {"name": name, "registered": date or time.strftime("%Y-%m-%d"), "note": note, "files": files}
+    from experiments.findings.provenance import tree_record  # the code outside the finding's files, too
+
+    record = {"name": name, "registered": date or time.strftime("%Y-%m-%d"), "note": note, "files": files,
+              "tree": tree_record(ROOT)}
     path = record_path(name)
     atomic_write(path, lambda f: f.write(json.dumps(record, indent=2, ensure_ascii=False) + "\n"), binary=False)
     return path
