@@ -9,10 +9,11 @@ headline it gives (pairwise.py, headline.py), and every group against a baseline
 Metrics compared against the baseline: the final and the best `metric` (the best left out, and listed in
 "omitted", when it equals the final value in every run, as with a single evaluation), then the final val/bpb when
 some run logged it and it is not `metric`, then the final test/loss, test/bpb and test/<name>/loss, /bpb that some
-run's summary.json lists (the held-out sets a run scores once at its end: docs/experiments.md#held-out-evaluation). A group's values are those its means average (stats.stat_runs: its
-completed runs, one value per run); the statistics are significance.py's (paired by seed or Welch, verdict, seeds
-needed for a user-stated smallest effect `sesoi`, in `metric`'s units). The document is strict JSON (non-finite
-numbers are null) with "version": 2; its schema is in docs/compare.md.
+run's summary.json lists (the held-out sets a run scores once at its end: docs/experiments.md#held-out-evaluation).
+A group's values are those its means average (stats.stat_runs: its completed runs, one value per run); the
+statistics are significance.py's (paired by seed or Welch, verdict, seeds needed for a user-stated smallest effect
+`sesoi`, in `metric`'s units). The document is strict JSON (non-finite numbers are null) with "version": 2; its
+schema is in docs/compare.md.
 Not handled here: the statistics themselves (significance.py), rendering (tables.py), writing the file (report.py).
 """
 

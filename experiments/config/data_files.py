@@ -60,5 +60,5 @@ def check_data_files(cfg: DictConfig, experiment: str | None = None) -> None:
             check_source({**plain, "extra_eval": {}} if "extra_eval" in plain else plain)  # the corpus's own files
         except ConfigError as e:
             raise ConfigError(f"{e}{registered_file_hint(plain.get('paths'), experiment)}") from None
-    if plain.get("extra_eval"):  # any language-model source: its held-out corpora, each its own line
+    if "extra_eval" in plain:  # every language-model source: its test split and extra corpora, each its own line
         check_held_out(plain)

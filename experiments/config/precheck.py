@@ -155,11 +155,12 @@ def check_key(key: str, plain: dict[str, Any]) -> None:
 
 
 def _new_mapping_key(key: str, base: DictConfig) -> bool:
-    """`key` is not yet in its parent, and the parent is a mapping field of the schema (typed dict, e.g.
-    data.extra_eval), which takes new keys."""
+    """`key` is not yet in its parent, and the parent is a mapping field of the schema (declared `dict[str, ...]`,
+    e.g. data.extra_eval), which takes new keys; a group of fixed keys such as model.shape does not."""
     parent, _, last = key.rpartition(".")
     node = OmegaConf.select(base, parent) if parent else None
-    return isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict and last not in node
+    return (isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict and node._metadata.key_type is str
+            and last not in node)
 
 
 def check_value(base: DictConfig, key: str, value: Any) -> None:

@@ -349,5 +349,5 @@ def prepare_data(data_cfg: DataConfig | dict[str, Any], tokenizer_cfg: dict[str,
         return PreparedData(tokenizer=tok, tokenizer_info=info, data=data, name=data_lib.token_file_paths(data_cfg)["train"].stem)
     corpus = data_lib.load_corpus(data_cfg)
     tok, info = get_tokenizer(corpus, tokenizer_cfg, cache_dir, progress=progress)
-    return PreparedData(tokenizer=tok, tokenizer_info=info, data=get_token_data(corpus, tok, cache_dir), name=corpus.name,
-                        record=corpus.record)
+    return PreparedData(tokenizer=tok, tokenizer_info=info, data=get_token_data(corpus, tok, cache_dir),
+                        name=corpus.name, record=corpus.record)

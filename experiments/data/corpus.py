@@ -273,7 +273,7 @@ def check_held_out(cfg: DataConfig | dict[str, Any]) -> None:
     cfg = data_config(cfg)
     g = getattr(cfg, "test_fraction", 0.0)
     if not 0.0 <= g < 1.0:
-        raise ConfigError(f"data.test_fraction must be in [0, 1), got {g!r}")
+        raise ConfigError(f"data.test_fraction: must be a number in [0, 1), got {g!r}")
     if g > 0 and getattr(cfg, "split_by", "documents") != "documents":
         raise ConfigError("data.test_fraction: a test split holds out whole documents; set data.split_by=documents "
                           "(and data.doc_separator to cut one file into documents)")
@@ -283,10 +283,10 @@ def check_held_out(cfg: DataConfig | dict[str, Any]) -> None:
     check_fractions(cfg.val_fraction, g)
     n = getattr(cfg, "test_max_tokens", None)
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ConfigError(f"data.test_max_tokens must be an integer >= 1 or null, got {n!r}")
+        raise ConfigError(f"data.test_max_tokens: must be an integer >= 1 or null, got {n!r}")
     sep = getattr(cfg, "doc_separator", None)
     if sep is not None and (not isinstance(sep, str) or not sep or "\n" in sep or "\r" in sep):
-        raise ConfigError(f"data.doc_separator must be one line of text (non-empty, no line break) or null, got {sep!r}")
+        raise ConfigError(f"data.doc_separator: must be one line of text (non-empty, no line break) or null, got {sep!r}")
     extra_eval_paths(cfg)
 
 

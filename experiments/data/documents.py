@@ -62,8 +62,8 @@ def held_out_indices(n: int, fraction: float) -> list[int]:
 def check_fractions(val_fraction: float, test_fraction: float) -> None:
     """ConfigError unless val_fraction + test_fraction < 1 (some documents must train)."""
     if val_fraction + test_fraction >= 1.0:
-        raise ConfigError(f"data.val_fraction + data.test_fraction must be < 1 (some documents must train), got "
-                          f"{val_fraction} + {test_fraction}")
+        raise ConfigError(f"data.test_fraction: data.val_fraction + data.test_fraction must be < 1 (some documents "
+                          f"must train), got {val_fraction} + {test_fraction}")
 
 
 def assign_documents(n: int, val_fraction: float, test_fraction: float = 0.0) -> tuple[list[int], list[int], list[int]]:
@@ -83,8 +83,8 @@ def assign_documents(n: int, val_fraction: float, test_fraction: float = 0.0) ->
     val = [i for i in held if i not in chosen]
     for what, idx, fraction in (("val", val, val_fraction), ("test", test, test_fraction)):
         if fraction > 0 and not idx:
-            raise ConfigError(f"data.{what}_fraction={fraction} holds out no whole document of the {n}; raise it "
-                              f"(or data.val_fraction + data.test_fraction) so that each held-out split gets one")
+            raise ConfigError(f"data.{what}_fraction: {fraction} of {n} documents gives the {what} split no whole "
+                              f"document; raise it (or data.val_fraction + data.test_fraction) so that each gets one")
     held_set = set(held)
     return [i for i in range(n) if i not in held_set], val, test
 
