@@ -234,8 +234,8 @@ def require_registered(f: Finding, check: SetupCheck) -> None:
         nxt = next_version(f.name)
         raise UsageError(f"{f.name}: the setup differs from its registration of {check.registered} "
                          f"({', '.join(check.changed_paths())}; --smoke shows the diff); a changed setup is a new "
-                         f"version: copy both files to {nxt} (experiments/findings/{nxt}.py, "
-                         f"conf/experiment/finding_{nxt}.yaml), add it to FINDINGS and run "
+                         f"version: copy both files to {nxt} (experiments/findings/claims/{nxt}.py, "
+                         f"conf/experiment/finding_{nxt}.yaml) and run "
                          f"`python -m experiments.findings {nxt} --register`")
 
 
@@ -249,7 +249,7 @@ def register(f: Finding, args: argparse.Namespace) -> int:
         print(registration.register(f.name, note=args.note or "", extra=f.extra_files))
     except RegistrationError as e:
         nxt = next_version(f.name)
-        more = (f"; a changed setup is a new version: {nxt} (its own experiments/findings/{nxt}.py, "
+        more = (f"; a changed setup is a new version: {nxt} (its own experiments/findings/claims/{nxt}.py, "
                 f"conf/experiment/finding_{nxt}.yaml and --register)") if "already registered" in str(e) else ""
         raise UsageError(f"{e}{more}") from None
     return 0

@@ -8,12 +8,18 @@ they are now against it.
     SetupCheck.from_meta(c.to_meta())         # as recorded in a sweep's finding.json
     register("swiglu_vs_gelu_v2", extra=["conf/finding/ffn/*.yaml"])   # the module's EXTRA_FILES, hashed too
 
-The files are `experiments/findings/<name>.py`, `conf/experiment/finding_<name>.yaml` and the module's EXTRA_FILES
-(repo-relative paths or glob patterns, expanded sorted: the config-group options its YAML selects, a preset's file,
-measurement code), named relative to ROOT (the repo), so the record reads the same in every clone; in an installed package conf/ is `experiments/conf/` (as
-experiments.config.compose.conf_dir finds it), and the records are found only if the build ships
-`experiments/findings/registered/*.json` as package data. The sha256 is of the text (newlines read as \n). A registration is never overwritten: a changed setup is a
-new version of the finding (registry.next_version), with its own module, YAML and registration.
+The files are the claim module `experiments/findings/claims/<name>.py`, `conf/experiment/finding_<name>.yaml` and the
+module's EXTRA_FILES (repo-relative paths or glob patterns, expanded sorted: the config-group options its YAML
+selects, a preset's file, measurement code), named relative to ROOT (the repo), so the record reads the same in every
+clone; in an installed package conf/ is `experiments/conf/` (as experiments.config.compose.conf_dir finds it), and
+the records are found only if the build ships `experiments/findings/registered/*.json` as package data. The sha256 is
+of the text (newlines read as \n). A registration is never overwritten: a changed setup is a new version of the
+finding (registry.next_version), with its own module, YAML and registration.
+Moved claim modules: the records of 2026-11-26 name the claim modules where they were then,
+experiments/findings/<x>.py (the "module" role, and extra files such as experiments/findings/protocol_v2.py); since
+they moved to claims/ byte for byte, such a path is read at claims/<x>.py (`moved`), so the same text is still
+"unchanged", a changed one is "changed" with its diff (registered path -> path now), and a file at neither place is
+missing. A new registration records the paths where the files are.
 Record (JSON): {"name", "registered": "YYYY-MM-DD", "note", "files": {"module" | "sweep" | "extra:<path>":
 {"path", "sha256", "text"}}}. An extra file is checked like the other two: one that differs, is missing, or is
 new (a pattern that matches a file it did not match at registration) makes the setup "changed", with its diff.
@@ -36,6 +42,8 @@ from tokenizer.outputs import atomic_write
 
 ROOT = Path(__file__).resolve().parents[2]  # the repo: every path below is relative to it
 REGISTERED = Path("experiments") / "findings" / "registered"
+FINDINGS_DIR = Path("experiments") / "findings"
+CLAIMS = FINDINGS_DIR / "claims"  # the claim modules (claims/__init__.py)
 
 
 class RegistrationError(ValueError):
@@ -49,12 +57,27 @@ def setup_paths(name: str, extra: Sequence[str] = ()) -> dict[str, Path]:
     """The files a registration fixes, relative to ROOT: {"module": ..., "sweep": ..., "extra:<path>": ...}; the
     `extra` patterns expanded (sorted, each pattern's matches in turn; a pattern that matches nothing is kept as a
     path, so that it reads as missing)."""
-    paths = {"module": Path("experiments") / "findings" / f"{name}.py",
-             "sweep": Path("conf") / "experiment" / f"finding_{name}.yaml"}
+    paths = {"module": CLAIMS / f"{name}.py", "sweep": Path("conf") / "experiment" / f"finding_{name}.yaml"}
     for pattern in extra:
         for path in _expand(pattern):
+            path = moved(path)
             paths.setdefault(f"{EXTRA}{path.as_posix()}", path)
     return paths
+
+
+def moved(path: str | Path) -> Path:
+    """Where a file registered at `path` is now: a claim module named at its path before claims/ existed,
+    experiments/findings/<x>.py, is claims/<x>.py when that file is there (the module the old import name resolves
+    to, experiments/findings/__init__.py); any other path is itself."""
+    path = Path(path)
+    if path.parent == FINDINGS_DIR and path.suffix == ".py" and _located(CLAIMS / path.name).is_file():
+        return CLAIMS / path.name
+    return path
+
+
+def _now_role(role: str, reg: dict[str, Any]) -> str:
+    """A registered role as check() names it today: an extra file's role follows its file to where it is now."""
+    return f"{EXTRA}{moved(Path(reg['path'])).as_posix()}" if role.startswith(EXTRA) else role
 
 
 def _expand(pattern: str) -> list[Path]:
@@ -176,20 +199,21 @@ def check(name: str, extra: Sequence[str] = ()) -> SetupCheck:
     """The files of `name` now (its module, sweep YAML and `extra` files, plus every file its registration
     recorded) against its registration (RegistrationError when the record is unreadable)."""
     record = load(name)
-    registered = (record or {}).get("files", {})
+    registered = {_now_role(role, reg): reg for role, reg in (record or {}).get("files", {}).items()}
     paths = setup_paths(name, extra)
     for role, reg in registered.items():  # a registered extra file the module no longer lists is checked too
-        paths.setdefault(role, Path(reg["path"]))
+        paths.setdefault(role, moved(Path(reg["path"])))
     files = []
     for role, path in paths.items():
         text = _read(path)
         reg = registered.get(role)
+        was = reg["path"] if reg is not None else path  # a moved file's diff names both paths
         diff = ""
         if reg is not None and text is not None and sha256(text) != reg["sha256"]:
             diff = "".join(difflib.unified_diff(reg["text"].splitlines(keepends=True), text.splitlines(keepends=True),
-                                                f"{path} (registered)", f"{path} (now)"))
+                                                f"{was} (registered)", f"{path} (now)"))
         elif reg is not None and text is None:
-            diff = f"--- {path} (registered)\n+++ {path} (now)\n(the file is missing)\n"
+            diff = f"--- {was} (registered)\n+++ {path} (now)\n(the file is missing)\n"
         elif reg is None and record is not None:
             diff = f"--- {path} (not registered)\n+++ {path} (now)\n(a file the registration did not record)\n"
         files.append(FileCheck(role, str(path), None if text is None else sha256(text),

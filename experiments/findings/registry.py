@@ -4,22 +4,31 @@ its sweep, conf/experiment/finding_<name>.yaml).
     from experiments.findings.registry import FINDINGS, get_finding
     f = get_finding("rope_vs_learned"); f.claim, f.by, f.rule(evidence)
 
-Each claim lives in its own module (alibi_extrapolation.py, ...) as plain module constants and a `rule(ev)`
-function; `Finding.from_module` gathers them. The module, its sweep YAML and the files it lists in EXTRA_FILES are
-fixed by a registration (registration.py) before a full run. A finding whose YAML selects `hydra/sweeper=tuned`
-(the v2 findings, PLAN_v2.md) runs every arm at its own best lr (cli.py, tuned.py). A changed setup is a new version of the finding, a new name `<name>_v2`
-(`_v3`, ...) with its own module, YAML and registration; `versions(name)` lists a finding's versions, oldest first.
+Each claim lives in its own module in experiments/findings/claims/ (alibi_extrapolation.py, ...) as plain module
+constants and a `rule(ev)` function; `Finding.from_module` gathers them. FINDINGS holds every module there with a
+NAME (`claim_modules`, found by pkgutil: adding a claim is its module and its YAML, no edit here), ordered by
+registration date (the 17 of 2026-11-26 in their order then: v1's six, v2's nine, μP's two), then by name,
+unregistered ones last (`order_key`); `--list` and the index (grouped by base name) follow this order. The module,
+its sweep YAML and the files it lists in EXTRA_FILES are fixed by a registration (registration.py) before a full
+run. A finding whose YAML selects `hydra/sweeper=tuned` (the v2 findings, PLAN_v2.md) runs every arm at its own best
+lr (cli.py, tuned.py). A changed setup is a new version of the finding, a new name `<name>_v2` (`_v3`, ...) with its
+own module, YAML and registration; `versions(name)` lists a finding's versions, oldest first.
 The smoke overrides shared by every finding are here too.
 Not handled: running anything (cli.py), rendering (doc.py), the registration record (registration.py).
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
+from experiments.findings import claims, registration
 from experiments.findings.evidence import Evidence, Verdict
 
 # --smoke: seconds per run (the tests' TINY shape), same sweep otherwise. Only the finding's own smoke list and the
@@ -109,30 +118,57 @@ def get_finding(name: str) -> Finding:
     return FINDINGS[name]
 
 
-from experiments.findings import (  # noqa: E402  (the claim modules import evidence.py, never this module)
-    alibi_extrapolation,
-    alibi_extrapolation_v2,
-    gqa_vs_mha,
-    kaplan_aspect_ratio,
-    kaplan_aspect_ratio_mup,
-    kaplan_aspect_ratio_v2,
-    mup_lr_transfer,
-    qk_norm_lr_sensitivity,
-    rmsnorm_vs_layernorm,
-    rmsnorm_vs_layernorm_v2,
-    rope_vs_learned,
-    rope_vs_learned_v2,
-    swiglu_vs_gelu,
-    swiglu_vs_gelu_v2,
-    tied_vs_untied,
-    xiong_postln_warmup,
-    xiong_postln_warmup_v2,
-)
+# The findings registered on 2026-11-26, before claims/ existed, in their order then: v1 (the six untuned findings,
+# kept as the records of their docs), the v2 findings of PLAN_v2.md, then μP's (PLAN_mup.md). A record holds only a
+# date, so this fixes the order among them; it is history, not a list to extend.
+REGISTERED_2026_11_26 = (
+    "alibi_extrapolation", "xiong_postln_warmup", "kaplan_aspect_ratio", "swiglu_vs_gelu", "rmsnorm_vs_layernorm",
+    "rope_vs_learned", "alibi_extrapolation_v2", "xiong_postln_warmup_v2", "kaplan_aspect_ratio_v2",
+    "swiglu_vs_gelu_v2", "rmsnorm_vs_layernorm_v2", "rope_vs_learned_v2", "qk_norm_lr_sensitivity", "gqa_vs_mha",
+    "tied_vs_untied", "mup_lr_transfer", "kaplan_aspect_ratio_mup")
 
-# v1 (the six untuned findings, kept as the records of their docs), the v2 findings of PLAN_v2.md, then μP's
-# (PLAN_mup.md)
-FINDINGS: dict[str, Finding] = {m.NAME: Finding.from_module(m) for m in (
-    alibi_extrapolation, xiong_postln_warmup, kaplan_aspect_ratio, swiglu_vs_gelu, rmsnorm_vs_layernorm,
-    rope_vs_learned, alibi_extrapolation_v2, xiong_postln_warmup_v2, kaplan_aspect_ratio_v2, swiglu_vs_gelu_v2,
-    rmsnorm_vs_layernorm_v2, rope_vs_learned_v2, qk_norm_lr_sensitivity, gqa_vs_mha, tied_vs_untied, mup_lr_transfer,
-    kaplan_aspect_ratio_mup)}
+
+def claim_modules() -> list[ModuleType]:
+    """Every module of experiments/findings/claims/ with a NAME (a finding), by module name; the others (protocol_v2,
+    shared setup) are not findings."""
+    found = (importlib.import_module(f"{claims.__name__}.{m.name}") for m in pkgutil.iter_modules(claims.__path__))
+    return [_docs_as_registered(m) for m in found if hasattr(m, "NAME")]
+
+
+REPO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
+
+
+def _docs_as_registered(m: ModuleType) -> ModuleType:
+    """A moved module that finds docs/findings by its own place: kaplan_aspect_ratio_mup's registered text sets
+    `DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"`, the repo's docs/findings when it was
+    experiments/findings/<name>.py and experiments/docs/findings from claims/. Its DOCS, and every function default
+    bound to it, are set back to the repo's, so it reads the doc it read when registered; others are left as they
+    are."""
+    moved = Path(m.__file__).resolve().parents[2] / "docs" / "findings"
+    if getattr(m, "DOCS", None) == moved != REPO_DOCS:
+        m.DOCS = REPO_DOCS
+        for f in vars(m).values():
+            if inspect.isfunction(f) and f.__module__ == m.__name__ and f.__defaults__:
+                f.__defaults__ = tuple(REPO_DOCS if d == moved else d for d in f.__defaults__)
+    return m
+
+
+def order_key(name: str) -> tuple[str, int, str]:
+    """Where `name` sits in FINDINGS: by registration date, those of 2026-11-26 in REGISTERED_2026_11_26's order, then
+    by name; an unregistered finding (or one whose record is unreadable) last."""
+    try:
+        record = registration.load(name)
+    except registration.RegistrationError:
+        record = None
+    date = record["registered"] if record else "9999-99-99"  # after every date
+    rank = REGISTERED_2026_11_26.index(name) if name in REGISTERED_2026_11_26 else len(REGISTERED_2026_11_26)
+    return date, rank, name
+
+
+def discover() -> dict[str, Finding]:
+    """Every claim module's Finding, keyed by name, in FINDINGS' order (order_key)."""
+    found = (Finding.from_module(m) for m in claim_modules())
+    return {f.name: f for f in sorted(found, key=lambda f: order_key(f.name))}
+
+
+FINDINGS: dict[str, Finding] = discover()

@@ -126,13 +126,13 @@ def test_register_records_text_sha256_and_date_and_never_overwrites(root, capsys
     assert capsys.readouterr().out.strip() == str(path)
     record = json.loads(path.read_text())
     assert record["registered"] == time.strftime("%Y-%m-%d") and record["note"] == "first version"
-    for role, rel in (("module", "experiments/findings/rope_vs_learned.py"),
+    for role, rel in (("module", "experiments/findings/claims/rope_vs_learned.py"),
                       ("sweep", "conf/experiment/finding_rope_vs_learned.yaml")):
         data = (root / rel).read_bytes()
         assert record["files"][role] == {"path": rel, "sha256": hashlib.sha256(data).hexdigest(),
                                          "text": data.decode()}
     before = path.read_bytes()
-    _edit_one_byte(root / "experiments/findings/rope_vs_learned.py", "lr 2e-3", "lr 3e-3")
+    _edit_one_byte(root / "experiments/findings/claims/rope_vs_learned.py", "lr 2e-3", "lr 3e-3")
     assert main(["rope_vs_learned", "--register"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("findings: error: rope_vs_learned is already registered (")
@@ -144,7 +144,7 @@ def test_register_records_text_sha256_and_date_and_never_overwrites(root, capsys
 
 
 @pytest.mark.parametrize("rel, old, new", [
-    ("experiments/findings/rope_vs_learned.py", "lr 2e-3", "lr 3e-3"),
+    ("experiments/findings/claims/rope_vs_learned.py", "lr 2e-3", "lr 3e-3"),
     ("conf/experiment/finding_rope_vs_learned.yaml", "lr: 2.0e-3", "lr: 3.0e-3"),
 ])
 def test_one_changed_byte_shows_the_diff_and_the_full_run_refuses(root, tmp_path, monkeypatch, capsys, rel, old, new):

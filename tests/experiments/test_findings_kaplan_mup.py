@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 from arch import build_model, count_params, mup
 from experiments.config.compose import compose_config
 from experiments.findings import FINDINGS
-from experiments.findings import kaplan_aspect_ratio_mup as kmup
 from experiments.findings.arms import arm_models
+from experiments.findings.claims import kaplan_aspect_ratio_mup as kmup
 from experiments.rundir.tracking import flatten_config
 
 from .test_findings_v2 import _kaplan_ev

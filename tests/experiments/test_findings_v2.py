@@ -18,10 +18,10 @@ import pytest
 
 from experiments.config.compose import compose_config
 from experiments.findings import FINDINGS, Evidence
-from experiments.findings import cli
+from experiments.findings import cli, registration
 from experiments.findings import index as index_lib
-from experiments.findings import kaplan_aspect_ratio_v2 as kaplan_v2
-from experiments.findings import protocol_v2 as v2
+from experiments.findings.claims import kaplan_aspect_ratio_v2 as kaplan_v2
+from experiments.findings.claims import protocol_v2 as v2
 from experiments.findings.cli import main
 from experiments.findings.data import ELTEC
 from experiments.findings.registry import SMOKE_TUNED_SEEDS
@@ -104,8 +104,8 @@ def test_every_v2_yaml_holds_the_shared_setup_and_matches_its_setup_text():
             assert t.ckpt_interval == t.eval_interval and abs(t.eval_interval / v2.steps(t.tokens, t.batch_size)
                                                               - 0.1) < 0.002, name
             assert f"batch {t.batch_size} ({t.batch_size * 128:,} tokens per step)" in text
-        for path in f.extra_files:  # every extra file exists (a glob matches something)
-            assert list(REPO.glob(path)), (name, path)
+        for path in f.extra_files:  # every extra file exists (a glob matches something; a claim's at its place now)
+            assert list(REPO.glob(registration.moved(path).as_posix())), (name, path)
     for size, (n, tokens, every) in kaplan_v2.SIZES.items():
         c = compose_config(["experiment=finding_kaplan_aspect_ratio_v2", f"finding/kaplan_size={size}"])
         assert (c.model.shape.n_params, c.train.tokens, c.train.eval_interval, c.train.ckpt_interval) == \
