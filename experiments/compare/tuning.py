@@ -14,6 +14,10 @@ best lr, whether it is interior or still at an edge of the grid (after widening)
 spread over the grid, and basin.png (final val loss vs lr per arm, from tuning.json). A sweep tuned on a proxy (hydra.sweeper.proxy) is labelled
 TUNED_PROXY: one arm was tuned and its lr transferred, so a difference is not best-vs-best. A comparison without a record
 is labelled untuned: "one shared lr" when every run has the same optim.lr, else "lr set per run, not tuned".
+A sweep with a confirm phase (hydra.sweeper.confirm: true) keeps its confirm runs (full budget, tune seeds) out of
+the comparison as it does its tuning runs; its table adds each arm's full-horizon best (the final runs' lr), whether
+that is interior or at an end of the lrs confirmed (confirm edge), and the confirm runs' mean losses; the basin adds
+them as a dashed line per arm.
 Not handled: records of other tuned keys drawn against lr (the figure's x axis is the tuned key, whatever it is);
 runs pulled from wandb (no dir: they cannot be told apart from final runs).
 """
@@ -109,8 +113,12 @@ def _nothing_to_compare(set_aside: list[Run], tuned: list[Tuned]) -> str:
                 f"compared: resume the sweep (train.resume=true) to run its final runs")
     mine = {r.path.resolve(): r for r in set_aside if r.path is not None}
     tuning = [r for r in rec.runs if (t.sweep_dir / r.run_dir).resolve() in mine]
+    confirm = [r for r in rec.confirm_runs if (t.sweep_dir / r.run_dir).resolve() in mine]
     what = (f"{t.sweep_dir / tuning[0].run_dir} is a tuning run ({rec.key}={tuning[0].lr:g}, seed {tuning[0].seed})"
-            if len(tuning) == 1 else f"these {len(set_aside)} runs are tuning runs or other runs")
+            if len(tuning) == 1 and not confirm else
+            f"{t.sweep_dir / confirm[0].run_dir} is a confirm run ({rec.key}={confirm[0].lr:g}, seed "
+            f"{confirm[0].seed}, full budget)" if len(confirm) == 1 and not tuning else
+            f"these {len(set_aside)} runs are tuning runs or other runs")
     names = [r.run_dir for r in rec.finals]
     shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
     return (f"{what} of the tuned sweep {t.sweep_dir}, never compared (its seeds are not the fresh seeds): compare "
@@ -131,25 +139,48 @@ def _optimum(res: Any) -> str:
     return "interior" if res.edge is None else f"edge ({res.edge})"
 
 
+def _counts(runs: list[Any]) -> str:
+    """`3 completed, 1 diverged`: the runs' statuses in order of first appearance."""
+    counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+CONFIRM_HEAD = ["full-horizon best lr", "confirm optimum", "confirmed lrs (mean final val/loss)", "confirm runs"]
+
+
+def _confirm_cells(rec: TuningRecord, arm: int, res: Any) -> list[tuple[Any, Any]]:
+    """The table's confirm columns for one arm (a transferred arm shows the proxy's confirm)."""
+    runs = [r for r in rec.confirm_runs if r.arm == (arm if rec.proxy is None else rec.proxy)]
+    losses = point_losses(runs)
+    shown = ", ".join(f"{lr:g} ({'diverged' if v == math.inf else f'{v:.4f}'})" for lr, v in losses.items()) or "—"
+    best = res.confirmed_lr if res is not None else None
+    where = "none" if best is None else "interior" if res.confirm_edge is None else f"edge ({res.confirm_edge})"
+    return [(f"{best:g}" if best is not None else "—", best), (where, where), (shown, shown),
+            (_counts(runs) or "—", len(runs))]
+
+
 def tuning_table(tuned: list[Tuned]) -> Table:
-    """One row per arm: best lr, interior or edge, widened points, loss spread over the grid, tuning runs."""
-    head = ["arm", "best lr", "optimum", "widened", "loss spread over the grid", "tuning runs", "note"]
+    """One row per arm: best lr, interior or edge, widened points, loss spread over the grid, tuning runs; with a
+    confirm phase in any record, the short-horizon best is named so and the confirm columns follow (CONFIRM_HEAD)."""
+    confirm = any(t.record.confirm for t in tuned)
+    head = ["arm", "short-horizon best lr" if confirm else "best lr", "optimum", "widened",
+            "loss spread over the grid", "tuning runs", *(CONFIRM_HEAD if confirm else []), "note"]
     rows = []
     for t in tuned:
         rec = t.record
         for arm, label in enumerate(t.arm_labels(len(tuned) > 1)):
             res = rec.results[arm] if arm < len(rec.results) else None
             runs = [r for r in rec.runs if r.arm == arm]
-            counts = {s: sum(r.status == s for r in runs) for s in dict.fromkeys(r.status for r in runs)}
-            count_text = ", ".join(f"{n} {s}" for s, n in counts.items())
+            count_text = _counts(runs)
+            more = _confirm_cells(rec, arm, res) if confirm else []
             if res is None:
                 rows.append([(label, label), ("—", None), ("not concluded", ""), ("—", ""), ("—", None),
-                             (count_text, len(runs)), (f"tuning phase not finished ({rec.phase})", "")])
+                             (count_text, len(runs)), *more, (f"tuning phase not finished ({rec.phase})", "")])
                 continue
             widened = ", ".join(f"{v:g}" for v in res.widened) or "—"
             rows.append([(label, label), (f"{res.best_lr:g}" if res.best_lr is not None else "—", res.best_lr),
                          (_optimum(res), _optimum(res)), (widened, widened), (fmt(res.loss_spread), res.loss_spread),
-                         (count_text, len(runs)), (res.note, res.note)])
+                         (count_text, len(runs)), *more, (res.note, res.note)])
     return head, rows
 
 
@@ -159,19 +190,29 @@ def tuning_text(tuned: list[Tuned]) -> str:
     for t in tuned:
         rec = t.record
         horizon = rec.tuning_horizon
-        on, each = ((f" on the proxy {rec.arm_label(rec.proxy)} alone", "every arm at the proxy's best lr")
-                    if rec.proxy is not None else ("", "each arm at its best lr"))
+        best = "full-horizon best lr" if rec.confirm else "best lr"
+        on, each = ((f" on the proxy {rec.arm_label(rec.proxy)} alone", f"every arm at the proxy's {best}")
+                    if rec.proxy is not None else ("", f"each arm at its {best}"))
+        whose = "its" if rec.proxy is not None else "each arm's"
+        confirmed = (f", then {whose} best lr, x2 and /2 of it at the "
+                     f"full budget ({horizon.get('full', '?')}) on the same seed(s) (the confirm phase; up to "
+                     f"{rec.confirm_widen} more x2 step(s) beyond an end)" if rec.confirm else "")
         parts.append(f"{rec.key} over [{', '.join(f'{v:g}' for v in rec.grid)}]{on} on tuning seed(s) "
                      f"{', '.join(map(str, rec.tune_seeds))} at {rec.fraction:g} of {horizon.get('key', 'the budget')} "
-                     f"({horizon.get('tuning', '?')} of {horizon.get('full', '?')}); the comparison above uses the "
-                     f"final runs only, {each} on fresh seeds {', '.join(map(str, rec.seeds))}.")
-    return (" ".join(parts) + " The best lr depends on the tuning horizon: at the full budget it may be lower. "
+                     f"({horizon.get('tuning', '?')} of {horizon.get('full', '?')}){confirmed}; the comparison above "
+                     f"uses the final runs only, {each} on fresh seeds {', '.join(map(str, rec.seeds))}.")
+    horizon_note = ("The final runs use the full-horizon best (the best of the confirm runs), not the short-horizon "
+                    "one; a confirm edge means the full-horizon optimum may lie beyond the lrs confirmed. "
+                    if any(t.record.confirm for t in tuned) else
+                    "The best lr depends on the tuning horizon: at the full budget it may be lower. ")
+    return (" ".join(parts) + f" {horizon_note}"
             "Best = lowest mean final val/loss over the tuning seeds; diverged = +inf; failed runs left out.")
 
 
 def basin_data(tuned: list[Tuned]) -> list[dict[str, Any]]:
     """Per arm: [{label, index, key, points: [(lr, mean loss)], seeds: [(lr, loss)], diverged: [lr], best: lr |
-    None, edge, grid: (lo, hi) of the declared grid}], from the records' tuning runs (final val loss, status)."""
+    None, edge, grid: (lo, hi) of the declared grid}], from the records' tuning runs (final val loss, status); with a
+    confirm phase also its confirm runs (_confirm_basin)."""
     out = []
     for t in tuned:
         rec = t.record
@@ -186,5 +227,16 @@ def basin_data(tuned: list[Tuned]) -> list[dict[str, Any]]:
                         "seeds": [(r.lr, run_loss(r)) for r in runs if run_loss(r) not in (None, math.inf)],
                         "diverged": sorted({r.lr for r in runs if r.status == RunStatus.DIVERGED or run_loss(r) == math.inf}),
                         "best": res.best_lr if res else None, "edge": res.edge if res else None,
-                        "grid": (min(rec.grid), max(rec.grid))})
+                        "grid": (min(rec.grid), max(rec.grid)), **_confirm_basin(rec, arm, res)})
     return out
+
+
+def _confirm_basin(rec: TuningRecord, arm: int, res: Any) -> dict[str, Any]:
+    """basin_data's confirm keys: confirm (finite (lr, mean) of the confirm runs, full budget), confirm_diverged,
+    confirmed (the full-horizon best) and confirm_edge; {} without a confirm phase."""
+    if not rec.confirm:
+        return {}
+    means = point_losses([r for r in rec.confirm_runs if r.arm == arm])
+    return {"confirm": [(lr, v) for lr, v in means.items() if math.isfinite(v)],
+            "confirm_diverged": [lr for lr, v in means.items() if v == math.inf],
+            "confirmed": res.confirmed_lr if res else None, "confirm_edge": res.confirm_edge if res else None}

@@ -8,5 +8,6 @@
     requeue.py    hydra/launcher=slurm, the job side: SIGUSR2 (time limit, preemption) -> checkpoint, requeue, resume
     slurm_check.py  hydra/launcher=slurm, before anything is written: its values, sbatch/srun/squeue on PATH
     tune.py       the tuned sweep (hydra/sweeper=tuned): each arm at its own best lr, then fresh seeds; with
-                  tune_spec.py (the declaration), tune_select.py (best lr, widening), tuning_record.py (tuning.json)
+                  tune_spec.py (the declaration), tune_select.py (best lr, widening), tune_confirm.py (the best lr
+                  confirmed at the full budget), tuning_record.py (tuning.json)
 """

@@ -12,20 +12,25 @@ it hands its declaration, the composed config and its launcher to `TunedSweep.ru
   1. tuning: every arm x grid point x tune seed, each at `tune_fraction` of the run's budget (tune_spec.horizon_override);
   2. per arm, the best lr by mean final val/loss (tune_select.py); a best point at the edge of the measured grid
      adds the next log step beyond it (up to `widen` per side), runs it and looks again; still at the edge: "edge";
-  3. final: every arm with a best lr at that lr x the fresh `seeds`, at the full budget.
-With `proxy` (μTransfer: one model, e.g. the narrowest under model/param=mup), steps 1-2 run for the proxy alone and
-every arm's final runs use the proxy's best lr; a proxy that is not one of the arms is tuned and gets no final runs.
-Each phase goes through `launcher.launch(batch, initial_job_idx)`, so any Hydra launcher runs it (basic, joblib,
-submitit). Job numbers are fixed by the plan (tuning first, then each widening round, then the final runs), so a
-resumed sweep maps every job to the dir it had. tuning.json (tuning_record.py) is written before the first run,
-after every phase and round, and at the end.
+  3. confirm (only with `confirm: true`, tune_confirm.py): each arm's best lr, x2 and /2 of it, at the full budget
+     on the tune seeds; the arm's final lr is the best of those (the full-horizon best; an end point is widened by
+     up to `confirm_widen` x2 steps, and flagged confirm_edge if still there);
+  4. final: every arm with a best lr (with confirm: a full-horizon best) at that lr x the fresh `seeds`, at the
+     full budget.
+With `proxy` (μTransfer: one model, e.g. the narrowest under model/param=mup), steps 1-3 run for the proxy alone
+and every arm's final runs use the proxy's (confirmed) best lr; a proxy that is not one of the arms is tuned and
+gets no final runs. Each phase goes through `launcher.launch(batch, initial_job_idx)`, so any Hydra launcher runs
+it (basic, joblib, submitit, packed). Job numbers are fixed by the plan (tuning, each widening round, confirm and
+its rounds, then the final runs), so a resumed sweep maps every job to the dir it had. tuning.json
+(tuning_record.py) is written before the first run, after every phase and round, and at the end.
 
 Stopping: after each launch the sweep's stop state (experiments.run.interrupt, held by the SweepStop callback) is
-read; a stopped sweep starts nothing more (the final phase never starts after a stopped tuning phase) and SweepStop
-prints the resume command. A tuning run left interrupted or running without a stop (a killed worker) also keeps
-the final phase from starting: the best lr would be picked on part of the grid. Failed tuning runs are left out
-of the picking (an arm with no tuning result gets no final runs, and tuning.json and the report say so; when no arm
-has one, one line says why, and that a resume changes nothing when every tuning run diverged).
+read; a stopped sweep starts nothing more (the next phase never starts after a stopped tuning or confirm phase)
+and SweepStop prints the resume command. A tuning or confirm run left interrupted or running without a stop (a
+killed worker) also keeps the next phase from starting: the best lr would be picked on part of the points.
+Failed tuning (or confirm) runs are left out of the picking (an arm with no tuning result gets no final runs, and
+tuning.json and the report say so; when no arm has one, one line says why, and that a resume changes nothing when
+every tuning run diverged).
 A launcher error (a job whose config no longer composes, a cluster refusing a job) ends the sweep with Hydra's
 error and one line with the resume command.
 Resuming (`train.resume=true`, same sweep dir): a job whose dir already holds a result (completed or diverged) is
@@ -48,6 +53,7 @@ from experiments.run.interrupt import release_sweep, sweep_stopped
 from experiments.rundir.layout import RunDir, RunStatus
 from experiments.rundir.tracking import flatten_config
 from experiments.sweep.resume import sweep_resume_command
+from experiments.sweep.tune_confirm import confirm_lines, confirm_plan, confirm_widening, confirmed
 from experiments.sweep.tune_select import loss_spread, next_point, pick_best, point_losses
 from experiments.sweep.tune_spec import SEED_KEY, TuneError, declare, horizon_override
 from experiments.sweep.tuning_record import (NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun,
@@ -116,7 +122,8 @@ class TunedSweep:
                               seeds=list(self.spec.seeds), fraction=self.spec.fraction, widen=self.spec.widen,
                               arms=arms, horizon=[{"key": k, "full": f, "tuning": t} for k, f, t in self.horizons],
                               proxy=None if proxy is None else arm_lines.index(proxy), proxy_only=proxy_only,
-                              config=defining(flatten_config(runs[0]), self.spec.key))
+                              config=defining(flatten_config(runs[0]), self.spec.key), confirm=self.spec.confirm,
+                              confirm_widen=self.spec.confirm_widen)
         self._check_sweep_dir(record)
         return record
 
@@ -222,7 +229,7 @@ class TunedSweep:
         widened: list[list[float]] = [[] for _ in record.arms]
         while True:  # tuning, then widening rounds until no arm's best point is at an edge it may still widen
             self._record_runs(record, tuning)
-            if not self._ready(record):
+            if not self._ready(record.runs):
                 return self.returns
             record.results = self._conclude(record, widened)
             record.write(self.sweep_dir)
@@ -231,11 +238,18 @@ class TunedSweep:
                 break
             self.launch(extra)
             tuning += extra
-        finals = self.jobs([(a, record.results[a].best_lr, s) for s in self.spec.seeds for a in record.compared_arms
-                            if record.results[a].best_lr is not None], tuning=False)
+        if record.confirm:
+            self._say(record)
+            if not self._confirm(record):
+                return self.returns
+            if record.confirm_runs:
+                print("\n".join(confirm_lines(record)), file=sys.stderr, flush=True)
+        finals = self.jobs([(a, record.final_lr(a), s) for s in self.spec.seeds for a in record.compared_arms
+                            if record.final_lr(a) is not None], tuning=False)
         record.phase, record.finals = "final", [j.result(self.sweep_dir) for j in finals]
         record.write(self.sweep_dir)
-        self._say(record)
+        if not record.confirm:
+            self._say(record)
         if why := record.no_final_runs():
             print(f"[archlab] the tuned sweep ends here: {why}", file=sys.stderr, flush=True)
         self.launch(finals)
@@ -245,19 +259,38 @@ class TunedSweep:
         record.write(self.sweep_dir)
         return self.returns
 
-    def _record_runs(self, record: TuningRecord, tuning: list[Job]) -> None:
-        record.runs = [j.result(self.sweep_dir) for j in tuning]
+    def _record_runs(self, record: TuningRecord, tuning: list[Job], field: str = "runs") -> None:
+        setattr(record, field, [j.result(self.sweep_dir) for j in tuning])
         record.write(self.sweep_dir)
 
-    def _ready(self, record: TuningRecord) -> bool:
-        """True when every tuning run has ended (completed, diverged or failed) and the sweep was not stopped;
-        else one line saying why the final phase does not start (a stop: SweepStop says how to resume)."""
+    def _confirm(self, record: TuningRecord) -> bool:
+        """The confirm phase (tune_confirm.py): each tuned arm's best lr and its x2 neighbours at the full budget on
+        the tune seeds, then rounds beyond a confirm edge; record.results get the full-horizon bests. False when the
+        phase did not end (stopped, or a run left unfinished: _ready said why)."""
+        record.phase, widened, jobs = "confirm", [[] for _ in record.arms], []
+        new = self.jobs(confirm_plan(record), tuning=False)
+        while new:
+            jobs += new
+            self._record_runs(record, jobs, "confirm_runs")  # the planned runs, before they start
+            self.launch(new)
+            self._record_runs(record, jobs, "confirm_runs")
+            if not self._ready(record.confirm_runs, "confirm"):
+                return False
+            record.results = confirmed(record, widened)
+            record.write(self.sweep_dir)
+            new = self.jobs(confirm_widening(record, widened), tuning=False)
+        return True
+
+    def _ready(self, runs: list[TuningRun], phase: str = "tuning") -> bool:
+        """True when every run of the phase has ended (completed, diverged or failed) and the sweep was not stopped;
+        else one line saying why the next phase does not start (a stop: SweepStop says how to resume)."""
         if self.stopped():
             return False
-        waiting = [r for r in record.runs if RunStatus.of(r.status) not in DONE]
+        waiting = [r for r in runs if RunStatus.of(r.status) not in DONE]
         if waiting:
-            print(f"[archlab] tuning incomplete: {len(waiting)} tuning run(s) did not end ("
-                  f"{', '.join(sorted({r.status for r in waiting}))}); the final phase does not start; resume with: "
+            then = "the confirm phase" if phase == "tuning" and self.spec.confirm else "the final phase"
+            print(f"[archlab] {phase} incomplete: {len(waiting)} {phase} run(s) did not end ("
+                  f"{', '.join(sorted({r.status for r in waiting}))}); {then} does not start; resume with: "
                   f"{sweep_resume_command(self.sweep_dir)}", file=sys.stderr, flush=True)
             return False
         return True

@@ -9,7 +9,8 @@
 
 Refused, each as one TuneError line (`hydra.sweeper.<key>: ...`): a key that is not one of KEYS; a tune node that is not one key with a list of
 numbers; fewer than MIN_POINTS points; a point <= 0 or repeated; no tune seeds or no fresh seeds; a seed in both
-lists or twice in one; a tune_fraction outside (0, 1]; a widen that is not an int >= 0; `seed` or the tuned key
+lists or twice in one; a tune_fraction outside (0, 1]; a widen or confirm_widen that is not an int >= 0; a confirm
+that is not true or false (null: false); `seed` or the tuned key
 swept or set in `hydra.sweeper.params` or on the command line (the sweeper sets both per run); a sweep that is not a
 list of values (interval()); a `proxy` that is not a mapping of keys to single values, sets `seed` or the tuned
 key, or leaves a swept key unset (proxy_overrides); `params` that is not a mapping of keys to values.
@@ -37,7 +38,9 @@ from experiments.config.errors import ConfigError
 
 MIN_POINTS = 4
 SEED_KEY = "seed"
-KEYS = ("params", "tune", "tune_seeds", "seeds", "tune_fraction", "widen", "proxy")  # hydra.sweeper's keys
+KEYS = ("params", "tune", "tune_seeds", "seeds", "tune_fraction", "widen", "proxy", "confirm",
+        "confirm_widen")  # hydra.sweeper's keys
+CONFIRM_WIDEN = 1  # confirm_widen when not declared: one more x2 step beyond a confirm edge
 TARGET = "hydra_plugins.archlab_tuned_sweeper.tuned_sweeper.TunedSweeper"  # hydra.sweeper._target_ (conf/hydra/sweeper)
 
 
@@ -75,9 +78,12 @@ class TuneSpec:
     seeds: tuple[int, ...]
     fraction: float
     widen: int
+    confirm: bool = False    # the confirm phase: best lr, x2 and /2 of it at the full budget on the tune seeds
+    confirm_widen: int = CONFIRM_WIDEN  # at most this many more x2 steps per side beyond a confirm edge
 
     @classmethod
-    def declared(cls, *, tune: Any, tune_seeds: Any, seeds: Any, tune_fraction: Any, widen: Any) -> TuneSpec:
+    def declared(cls, *, tune: Any, tune_seeds: Any, seeds: Any, tune_fraction: Any, widen: Any, confirm: Any = None,
+                 confirm_widen: Any = None) -> TuneSpec:
         """The checked declaration (module docstring); TuneError for the first thing wrong."""
         if not isinstance(tune, dict) or len(tune) != 1:
             n = len(tune) if isinstance(tune, dict) else "no"
@@ -109,8 +115,16 @@ class TuneSpec:
                             f"a tuning run trains), got {tune_fraction!r}")
         if isinstance(widen, bool) or not isinstance(widen, int) or widen < 0:
             raise TuneError(f"hydra.sweeper.widen: must be an integer >= 0 (extra points per side), got {widen!r}")
+        if confirm is not None and not isinstance(confirm, bool):
+            raise TuneError(f"hydra.sweeper.confirm: must be true or false (confirm each arm's best lr at the full "
+                            f"budget), got {confirm!r}")
+        confirm_widen = CONFIRM_WIDEN if confirm_widen is None else confirm_widen
+        if isinstance(confirm_widen, bool) or not isinstance(confirm_widen, int) or confirm_widen < 0:
+            raise TuneError(f"hydra.sweeper.confirm_widen: must be an integer >= 0 (extra x2 steps per side beyond a "
+                            f"confirm edge), got {confirm_widen!r}")
         return cls(key=str(key), grid=tuple(sorted(grid)), tune_seeds=tuple(tuning), seeds=tuple(fresh),
-                   fraction=float(tune_fraction), widen=int(widen))
+                   fraction=float(tune_fraction), widen=int(widen), confirm=bool(confirm),
+                   confirm_widen=int(confirm_widen))
 
     def split(self, overrides: list[Override]) -> tuple[list[list[str]], list[tuple[str, str]]]:
         """(arms, fixed): arms = the cartesian product of the sweep overrides (each a list of `key=value`, in the
@@ -240,7 +254,8 @@ def declare(declared: dict[str, Any], arguments: Sequence[str], config_loader: A
         raise TuneError(f"hydra.sweeper.params: {str(e).splitlines()[0]}") from None
     spec = TuneSpec.declared(tune=declared.get("tune"), tune_seeds=declared.get("tune_seeds"),
                              seeds=declared.get("seeds"), tune_fraction=declared.get("tune_fraction"),
-                             widen=declared.get("widen"))
+                             widen=declared.get("widen"), confirm=declared.get("confirm"),
+                             confirm_widen=declared.get("confirm_widen"))
     arm_lines, fixed = spec.split(overrides)
     lines_of_proxy = proxy_overrides(declared.get("proxy"), spec.key, [line.split("=", 1)[0] for line in arm_lines[0]])
     if lines_of_proxy is None:

@@ -11,7 +11,8 @@ The file (version 1):
     key, grid, tune_seeds, seeds, fraction, widen    the declaration (grid ascending, as declared)
     arms        [{"model/pos": "rope"}, ...]          each arm's overrides, in job order
     horizon     [{"key": "train.steps", "full": 200, "tuning": 50}, ...]   per arm: the budget key scaled
-    phase       "tuning" | "final" | "done"           where the sweep is (a stopped sweep stays in its phase)
+    phase       "tuning" | "confirm" | "final" | "done"   where the sweep is (a stopped sweep stays in its phase;
+                "confirm" only with confirm: true)
     runs        every tuning run: run_dir (relative to the sweep dir), arm (its index), lr, seed,
                 final_val_loss (null: no finite value), status (a summary.json status, or "not started")
     results     per arm: best_lr (null: none), edge (null = interior | "low" | "high"), widened (the points
@@ -20,6 +21,10 @@ The file (version 1):
     proxy       null, or the index in `arms` of the one arm tuned (hydra.sweeper.proxy): every arm's final runs use
                 its best lr (results[i].note "transferred from the proxy ...")
     proxy_only  true when the proxy is not one of the compared arms (appended to `arms`, tuned, no final runs)
+    confirm, confirm_widen, confirm_runs    only when hydra.sweeper.confirm is true (a record without them: false):
+                every confirm run (as `runs`: the full budget on the tune seeds), and in each result confirmed_lr (the
+                full-horizon best: the lr of the final runs; null: none), confirm_edge (null | "low" | "high": the
+                lowest / highest lr confirmed) and confirm_widened (the x2 steps added beyond a confirm edge)
     config      the first arm's final run config, flat (`train.steps`: 8, `model.d_model`: 64, data, ...), without
                 the keys that do not define the sweep (NOT_DEFINING, the seed and the tuned key): with the
                 declaration above, what a resume must find unchanged (`difference`)
@@ -45,7 +50,9 @@ from tokenizer.outputs import atomic_write
 
 TUNING_JSON = "tuning.json"
 VERSION = 1
-PHASES = ("tuning", "final", "done")
+PHASES = ("tuning", "confirm", "final", "done")
+CONFIRM_KEYS = ("confirm", "confirm_widen", "confirm_runs")  # in tuning.json only when confirm is true
+CONFIRM_RESULT_KEYS = ("confirmed_lr", "confirm_edge", "confirm_widened")
 NOT_STARTED = "not started"  # a planned run with no summary.json (yet)
 # config keys (and key prefixes) that name where and how a run is carried out, not what it measures: a resume may change
 # them (conf/train.yaml leaves the same keys out of the run dir names)
@@ -78,6 +85,9 @@ class ArmResult:
     widened: list[float] = field(default_factory=list)  # points added beyond the declared grid, in the order run
     loss_spread: float | None = None      # max - min of the finite mean losses over the arm's grid
     note: str = ""                        # why there is no best lr ("no tuning run completed", ...)
+    confirmed_lr: float | None = None     # confirm: true: the full-horizon best (the final runs' lr); None: none
+    confirm_edge: str | None = None       # None: interior among the lrs confirmed; "low" / "high": at that end
+    confirm_widened: list[float] = field(default_factory=list)  # x2 steps added beyond a confirm edge, in run order
 
     @property
     def interior(self) -> bool:
@@ -101,6 +111,9 @@ class TuningRecord:
     proxy: int | None = None              # the arm tuned for every arm (μTransfer), None: each arm tuned
     proxy_only: bool = False              # the proxy is not a compared arm: tuning runs only
     config: dict[str, Any] = field(default_factory=dict)  # the first arm's final run config, flat, defining keys only
+    confirm: bool = False                 # the confirm phase: best lr, x2 and /2 of it at the full budget
+    confirm_widen: int = 0                # at most this many x2 steps per side beyond a confirm edge
+    confirm_runs: list[TuningRun] = field(default_factory=list)  # the confirm phase's runs (full budget, tune seeds)
 
     @property
     def tuned_arms(self) -> list[int]:
@@ -117,12 +130,21 @@ class TuningRecord:
         """The arms that get final runs: every arm but a proxy that is not one of them."""
         return [a for a in range(len(self.arms)) if not (self.proxy_only and a == self.proxy)]
 
+    def final_lr(self, arm: int) -> float | None:
+        """The lr of the arm's final runs: its confirmed (full-horizon) best with confirm, else its best; None: no
+        final runs (or not concluded yet)."""
+        if arm >= len(self.results):
+            return None
+        res = self.results[arm]
+        return res.confirmed_lr if self.confirm else res.best_lr
+
     # -- the declaration, for a resume to compare with its own
 
     def declaration(self) -> dict[str, Any]:
-        return {"key": self.key, "grid": self.grid, "tune_seeds": self.tune_seeds, "seeds": self.seeds,
-                "fraction": self.fraction, "widen": self.widen, "arms": self.arms, "proxy": self.proxy,
-                "proxy_only": self.proxy_only}
+        out = {"key": self.key, "grid": self.grid, "tune_seeds": self.tune_seeds, "seeds": self.seeds,
+               "fraction": self.fraction, "widen": self.widen, "arms": self.arms, "proxy": self.proxy,
+               "proxy_only": self.proxy_only, "confirm": self.confirm}
+        return {**out, "confirm_widen": self.confirm_widen} if self.confirm else out
 
     def difference(self, earlier: TuningRecord) -> tuple[str, Any, Any] | None:
         """(name, earlier value, this value) of the first thing that defines the sweep and differs (the declaration,
@@ -130,8 +152,8 @@ class TuningRecord:
         Example: a record of train.steps=8 against one of 4 -> ("train.steps", 4, 8)"""
         mine, theirs = self.declaration(), earlier.declaration()
         for k in mine:
-            if mine[k] != theirs[k]:
-                return k, theirs[k], mine[k]
+            if mine[k] != theirs.get(k):
+                return k, theirs.get(k), mine[k]
         for k in self.config:
             if k in earlier.config and self.config[k] != earlier.config[k]:
                 return k, earlier.config[k], self.config[k]
@@ -139,9 +161,13 @@ class TuningRecord:
 
     def no_final_runs(self) -> str | None:
         """Why a concluded sweep (every tuned arm has a result) runs no final run, None when it runs some or has not
-        concluded. Every tuning run diverged: a resume changes nothing (its runs keep their results)."""
-        if len(self.results) != len(self.arms) or any(self.results[a].best_lr is not None for a in self.compared_arms):
+        concluded (with confirm: the confirm phase too). Every tuning run diverged: a resume changes nothing (its runs
+        keep their results)."""
+        if len(self.results) != len(self.arms) or any(self.final_lr(a) is not None for a in self.compared_arms):
             return None
+        if self.confirm and self.phase in ("tuning", "confirm") and any(
+                self.results[a].best_lr is not None for a in self.tuned_arms):
+            return None  # tuned, not yet confirmed
         runs = [r for r in self.runs if r.arm in self.tuned_arms]
         if runs and all(r.status == "diverged" for r in runs):
             lrs = sorted({r.lr for r in runs})
@@ -149,7 +175,8 @@ class TuningRecord:
                     f"has a best {self.key} and no final run was started; resuming changes nothing (diverged runs "
                     f"keep their result): declare lower values in hydra.sweeper.tune and start another sweep dir")
         notes = "; ".join(f"{self.arm_label(a)}: {self.results[a].note}" for a in self.tuned_arms)
-        return f"no arm has a best {self.key}, so no final run was started ({notes})"
+        best = "full-horizon best" if self.confirm else "best"
+        return f"no arm has a {best} {self.key}, so no final run was started ({notes})"
 
     def arm_label(self, arm: int) -> str:
         """`model/pos=rope` (the arm's overrides, comma-joined); `(one arm)` when the sweep has no other sweep key."""
@@ -164,6 +191,14 @@ class TuningRecord:
             run["final_val_loss"] = _finite(run["final_val_loss"])
         for res in out["results"]:
             res["loss_spread"] = _finite(res["loss_spread"])
+        for run in out["confirm_runs"]:
+            run["final_val_loss"] = _finite(run["final_val_loss"])
+        if not self.confirm:  # the file of a sweep without a confirm phase, as before confirm existed
+            for k in CONFIRM_KEYS:
+                del out[k]
+            for res in out["results"]:
+                for k in CONFIRM_RESULT_KEYS:
+                    del res[k]
         return out
 
     @classmethod
@@ -182,7 +217,9 @@ class TuningRecord:
                        runs=[_run(r) for r in data["runs"]], results=[_result(r) for r in data["results"]],
                        finals=[_run(r) for r in data["finals"]],
                        proxy=None if data.get("proxy") is None else int(data["proxy"]),
-                       proxy_only=bool(data.get("proxy_only", False)), config=dict(data.get("config") or {}))
+                       proxy_only=bool(data.get("proxy_only", False)), config=dict(data.get("config") or {}),
+                       confirm=bool(data.get("confirm", False)), confirm_widen=int(data.get("confirm_widen") or 0),
+                       confirm_runs=[_run(r) for r in data.get("confirm_runs") or []])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TuningRecordError(f"not a tuning record ({type(e).__name__}: {e})") from None
 
@@ -226,9 +263,12 @@ def _run(d: dict[str, Any]) -> TuningRun:
 
 def _result(d: dict[str, Any]) -> ArmResult:
     best = d.get("best_lr")
+    confirmed = d.get("confirmed_lr")
     return ArmResult(best_lr=None if best is None else float(best), edge=d.get("edge"),
                      widened=[float(v) for v in d.get("widened") or []], loss_spread=_finite(d.get("loss_spread")),
-                     note=str(d.get("note") or ""))
+                     note=str(d.get("note") or ""), confirmed_lr=None if confirmed is None else float(confirmed),
+                     confirm_edge=d.get("confirm_edge"),
+                     confirm_widened=[float(v) for v in d.get("confirm_widened") or []])
 
 
 def defining(flat: dict[str, Any], key: str) -> dict[str, Any]:

@@ -23,14 +23,16 @@ def _plain(value: Any) -> Any:
 
 
 class TunedSweeper(Sweeper):
-    """hydra.sweeper: params (the arms), tune, tune_seeds, seeds, tune_fraction, widen, proxy (docs/tuning.md)."""
+    """hydra.sweeper: params (the arms), tune, tune_seeds, seeds, tune_fraction, widen, proxy, confirm, confirm_widen
+    (docs/tuning.md)."""
 
     def __init__(self, params: Any = None, tune: Any = None, tune_seeds: Any = None, seeds: Any = None,
-                 tune_fraction: Any = None, widen: Any = None, proxy: Any = None, **unknown: Any) -> None:
+                 tune_fraction: Any = None, widen: Any = None, proxy: Any = None, confirm: Any = None,
+                 confirm_widen: Any = None, **unknown: Any) -> None:
         super().__init__()
         self.declared = {"params": _plain(params), "tune": _plain(tune), "tune_seeds": _plain(tune_seeds),
                          "seeds": _plain(seeds), "tune_fraction": tune_fraction, "widen": widen,
-                         "proxy": _plain(proxy),
+                         "proxy": _plain(proxy), "confirm": confirm, "confirm_widen": confirm_widen,
                          "unknown": sorted(unknown)}  # refused in one line by TunedSweep.run, not as a TypeError
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
