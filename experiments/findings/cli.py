@@ -7,6 +7,7 @@
     python -m experiments.findings rope_vs_learned --smoke    # seconds; the doc goes into the sweep dir
     python -m experiments.findings --index                    # rewrite docs/findings/README.md's table
     python -m experiments.findings rope_vs_learned --from-sweep multirun/findings/rope_vs_learned/<time>   # doc again
+    python -m experiments.findings rope_vs_learned_v2 --from-data   # the doc again from docs/findings/<name>/data.json
     python -m experiments.findings rope_vs_learned --resume --out-dir multirun/findings/rope_vs_learned/<time>
     python -m experiments.findings rope_vs_learned_v2 --register   # fix a (new) finding's module and YAML
 
@@ -18,8 +19,15 @@ the sweep's finding.json and is what the doc states.
 A run is `python -m experiments.train -m experiment=finding_<name> hydra/launcher=joblib_2 hydra.sweep.dir=<dir>
 [smoke overrides] [your overrides]` as a subprocess (its output goes to stderr; the sweep callback's default report
 is switched off: this command builds the report itself, grouped by the finding's keys against its baseline), then
-experiments.compare.build_report into <dir>/report/, the finding's own measurement (if any), its rule, and the doc
-with its figures. stdout gets only the doc's path. A full run without data overrides trains on the pre-registered
+experiments.compare.build_report into <dir>/report/, the finding's own measurement (if any), then its runs as data
+(rundata.py: docs/findings/<name>/data.json beside the doc's figures; a smoke run's inside its sweep dir) and, from
+that data alone (from_data.py), its rule's verdict and the doc with its figures (judge.py), so that `--from-data`
+gives the same doc again anywhere: no training, no data file, nothing but the doc and its figures written; a missing,
+unreadable, other-version or other finding's data file is refused in one line (rebuild.py). When the sweep starts,
+the command records its provenance in finding.json (provenance.py: git commit and dirty files, Python, torch, CPU,
+GPU, and the setup hash of every git-tracked file under arch/, tokenizer/, experiments/, conf/, with the files
+changed since the registration when the registration recorded its own), which the doc states. stdout gets only the
+doc's path. A full run without data overrides trains on the pre-registered
 file (experiments/findings/data.py: what it is, where to get it; `--data-file` names a copy, checked by sha256).
 Ctrl-C / SIGTERM (to this command, or to the whole terminal group): passed on to the sweep as its soft stop
 request (experiments.run.interrupt), so the runs in progress save a checkpoint and record `interrupted`, the others

@@ -70,7 +70,7 @@ def plotted(fig: Any) -> dict[str, Any]:
 
 def _target(fname: Any) -> Path | None:
     """The PNG a savefig call writes: its path, or the PNG an atomic_write temp file will become."""
-    name = getattr(fname, "name", fname)
+    name = fname if isinstance(fname, (str, os.PathLike)) else getattr(fname, "name", None)  # a path, or a file
     if not isinstance(name, (str, os.PathLike)):
         return None
     path = Path(name)

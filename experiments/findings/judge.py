@@ -95,6 +95,6 @@ def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, ove
     where = rundata.write(data, data_path(f, sweep_dir, doc_path, bool(meta.get("smoke"))))
     print(f"findings: {f.name}: its runs as data -> {where}", file=sys.stderr)
     rc, judged = build(f, data, doc_path)
-    judged.update(extra=extra, curve_keys=data["curve"]["keys"])
+    judged.update(extra=extra, curve_keys=data["curve"]["keys"], curve_points=data["curve"]["points"])
     (sweep_dir / "finding.json").write_text(json.dumps(judged, indent=2, default=str) + "\n")
     return rc

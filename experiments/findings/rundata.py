@@ -8,7 +8,8 @@
 Format (version 1; JSON as Python's json writes it, so a diverged run's NaN / Infinity appear as those tokens):
     {"format": "archlab-finding-data", "version": 1, "name": the finding,
      "by": its group keys (experiments.compare --by),
-     "curve": {"max_points", "round_digits", "keys": the key patterns kept}: how curves were cut (curve_data.py),
+     "curve": {"max_points", "round_digits", "keys", "points": the key patterns kept as curves and as points}: how
+              the curves were cut (curve_data.py),
      "meta": the sweep's finding.json as the findings command recorded it (the command, launcher, wall time and
              attempts, the setup check at run time and when judged, the data used with its sha256, provenance.py's
              record, "generated"), less what the doc build derives from the runs again (DERIVED),
@@ -17,15 +18,16 @@ Format (version 1; JSON as Python's json writes it, so a diverged run's NaN / In
      "config": the flat config keys every run shares with the same value; "summary": the same for summary.json,
      "runs": [one per run dir, in experiments.compare's order:
         {"dir": its dir name, "arm": its --by values, "seed", "lr" (the tuned key, else optim.lr), "phase" (from
-         tuning.json: a run listed in "runs" is "tuning", in "finals" "final", in any other list of runs that list's
-         name (e.g. "confirm"); an untuned sweep's runs are "final"; null: in none), "status",
+         tuning.json: a run listed in "runs" is "tuning", in "confirm_runs" "confirm", in "finals" "final", in any
+         other list of runs that list's name less "_runs"; an untuned sweep's runs are "final"; null: in none),
+         "status",
          "config": its flat config keys that are not in the shared config (null: the run wrote none),
          "summary": its summary.json keys not in the shared summary (null: no summary.json), every metric it holds
                     (final and best val, test, tokens, wall_time_s, device, num_threads, extrap, ...) but RUN_LOCAL,
          "curve": its metrics.jsonl cut to a few dozen points per kind (curve_data.py)}]}
 arm, seed, lr, phase and status are read again from config, summary and tuning.json by export (they say what a run
 is at a glance); materialize writes config.yaml (nested), summary.json, metrics.jsonl, tuning.json and finding.json
-(meta with "by", "extra" and "curve_keys") and nothing else.
+(meta with "by", "extra", "curve_keys" and "curve_points") and nothing else.
 Not handled: checkpoints, tokenizers, wandb files and logs (not data); runs outside the sweep dir.
 """
 
@@ -35,7 +37,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from experiments.findings.curve_data import CURVE_KEYS, MAX_POINTS, ROUND_DIGITS, decimate, expand
+from experiments.findings.curve_data import CURVE_KEYS, MAX_POINTS, POINT_KEYS, ROUND_DIGITS, decimate, expand
 
 FORMAT = "archlab-finding-data"
 VERSION = 1
@@ -43,8 +45,8 @@ DATA_NAME = "data.json"
 RUN_LOCAL = ("run_dir", "overrides")  # summary keys not kept: a machine path; the overrides the config holds
 # finding.json keys the doc build computes from the runs again (judge.py, from_data.py): never in the data
 DERIVED = ("by", "config", "budget_text", "device", "verdict", "key_number", "doc", "tuning", "protocol", "seen",
-           "cost", "pipeline", "threads", "extra", "curve_keys", "running")
-PHASES = {"runs": "tuning", "finals": "final"}  # tuning.json's lists of runs -> the phase of their runs
+           "cost", "pipeline", "threads", "extra", "curve_keys", "curve_points", "running")
+PHASES = {"runs": "tuning", "finals": "final", "confirm_runs": "confirm"}  # tuning.json's lists of runs -> phase
 FIGURE_KEYS = {"grad_norm_per_layer.png": (r"grad_norm/layer_\d+",)}  # curve keys a report figure needs beyond CURVE_KEYS
 LR_KEY = "optim.lr"
 
@@ -91,7 +93,7 @@ def _phases(tuning: dict[str, Any] | None) -> dict[str, str]:
     for field, value in (tuning or {}).items():
         if isinstance(value, list) and value and all(isinstance(r, dict) and "run_dir" in r for r in value):
             for r in value:
-                out.setdefault(str(r["run_dir"]), PHASES.get(field, field))
+                out.setdefault(str(r["run_dir"]), PHASES.get(field, field.removesuffix("_runs")))
     return out
 
 
@@ -103,9 +105,10 @@ def _read_json(path: Path) -> Any:
 
 
 def export(sweep_dir: str | Path, by: Sequence[str] | None = None, meta: dict[str, Any] | None = None,
-           extra: Any = None, keys: Sequence[str] | None = None) -> dict[str, Any]:
-    """The data of the sweep in sweep_dir (module docstring). by / meta / extra / keys default to what the sweep's
-    finding.json holds ("by", itself, "extra", "curve_keys"); RunsError when the dir holds no run."""
+           extra: Any = None, keys: Sequence[str] | None = None, points: Sequence[str] | None = None
+           ) -> dict[str, Any]:
+    """The data of the sweep in sweep_dir (module docstring). by / meta / extra / keys / points default to what the
+    sweep's finding.json holds ("by", itself, "extra", "curve_keys", "curve_points"), else CURVE_KEYS / POINT_KEYS."""
     from experiments.compare.runs import discover_runs
     from experiments.rundir.layout import RunDir
 
@@ -115,6 +118,7 @@ def export(sweep_dir: str | Path, by: Sequence[str] | None = None, meta: dict[st
     meta = recorded if meta is None else meta
     extra = recorded.get("extra") if extra is None and "extra" in recorded else extra
     keys = list(recorded.get("curve_keys") or CURVE_KEYS if keys is None else keys)
+    points = list(recorded.get("curve_points") or POINT_KEYS if points is None else points)
     tuning = _read_json(sweep_dir / "tuning.json")
     phases = _phases(tuning)
     lr_key = (tuning or {}).get("key") or LR_KEY
@@ -135,9 +139,9 @@ def export(sweep_dir: str | Path, by: Sequence[str] | None = None, meta: dict[st
                      "seed": summ.get("seed", cfg.get("seed")), "lr": cfg.get(lr_key),
                      "phase": phases.get(name) if tuning else "final", "status": summ.get("status") or "running",
                      "config": _diff(flat, config_base), "summary": _diff(summary, summary_base),
-                     "curve": decimate(lines, keys)})
+                     "curve": decimate(lines, keys, points)})
     return _plain({"format": FORMAT, "version": VERSION, "name": (meta or {}).get("name"), "by": by,
-                   "curve": {"max_points": MAX_POINTS, "round_digits": ROUND_DIGITS, "keys": keys},
+                   "curve": {"max_points": MAX_POINTS, "round_digits": ROUND_DIGITS, "keys": keys, "points": points},
                    "meta": {k: v for k, v in (meta or {}).items() if k not in DERIVED}, "extra": extra,
                    "tuning": tuning, "config": config_base, "summary": summary_base, "runs": rows})
 
@@ -181,7 +185,8 @@ def materialize(data: dict[str, Any], out_dir: str | Path) -> Path:
         (d / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in expand(run["curve"])))
     if data.get("tuning") is not None:
         (out_dir / "tuning.json").write_text(json.dumps(data["tuning"], indent=2) + "\n")
-    finding = {**data["meta"], "by": data["by"], "extra": data["extra"], "curve_keys": data["curve"]["keys"]}
+    finding = {**data["meta"], "by": data["by"], "extra": data["extra"], "curve_keys": data["curve"]["keys"],
+               "curve_points": data["curve"]["points"]}
     (out_dir / "finding.json").write_text(json.dumps(finding, indent=2) + "\n")
     return out_dir
 
@@ -235,6 +240,8 @@ def _problem(data: dict[str, Any]) -> str | None:
     for key, kind in shapes.items():
         if not isinstance(data.get(key), kind):
             return f"\"{key}\" is missing or not a JSON {'array' if kind is list else 'object'}"
+    if not all(isinstance(data["curve"].get(k), list) for k in ("keys", "points")):
+        return "\"curve\" lacks its \"keys\" or \"points\" list"
     if not data["runs"]:
         return "it holds no run"
     for i, run in enumerate(data["runs"]):
