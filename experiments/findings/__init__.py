@@ -22,8 +22,10 @@ data.py (the pre-registered data files: what they are, where to get them; the da
 tuned.py (a tuned sweep's final and tuning runs), evidence.py (what a rule reads and returns), readings.py
 (equivalence against a SESOI, shape spread and trend, lr sensitivity), multiple.py (Holm's correction), arms.py (each
 arm's model without training), measure_init.py / measure_encdec.py (gradient norms at init, for the xiong findings),
-measure_norms.py (compiled step time, for rmsnorm_vs_layernorm_v2), judge.py (a finished sweep -> report, verdict,
-doc), budget.py (CPU-hours, data seen), doc.py / doc_budget.py / md.py / grad_plot.py (the markdown and figures),
+measure_norms.py (compiled step time, for rmsnorm_vs_layernorm_v2), judge.py (a finished sweep -> report, its runs
+as data, then verdict and doc built from that data: rundata.py / curve_data.py the data's format and its curves,
+from_data.py the build, rebuild.py --from-sweep and --from-data, figdata.py each figure's plotted data,
+provenance.py / doc_provenance.py the code and machine that trained the runs), budget.py (CPU-hours, data seen), doc.py / doc_budget.py / md.py / grad_plot.py (the markdown and figures),
 doc_meta.py (the metadata comment opening each doc: its writer and reader),
 index.py (the README's table, pointers to newer versions), cli.py (the command).
 User docs: docs/findings/README.md. Importing this package does not import torch or matplotlib.

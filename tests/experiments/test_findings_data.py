@@ -342,3 +342,25 @@ def test_data_of_a_sweep_with_a_run_without_config_or_summary_round_trips(tmp_pa
     again = rundata.export(rundata.materialize(data, tmp_path / "m"))
     assert rundata.dumps(again) == rundata.dumps(data)
     assert os.path.getsize(tmp_path / "m" / "8" / "metrics.jsonl") > 0
+
+
+def test_a_measurement_figure_is_redrawn_from_the_measurements_result(tmp_path):
+    """xiong_postln_warmup's init_grad_norms.png from the result in the data (no model is built again): each line
+    is the mean over seeds of the grad norms the result holds."""
+    from experiments.findings.figdata import capture, plot_json
+    from experiments.findings.from_data import REDRAW, plotters, redraw
+
+    assert sorted(plotters()) == sorted(REDRAW)
+    rows = [{"init": init, "norm": norm, "n_layers": 2, "seed": seed,
+             "grad_norms": [1.0 + seed + (norm == "post"), 2.0 * (1 + seed)]}
+            for init in ("gpt2", "xavier") for norm in ("pre", "post") for seed in (0, 1)]
+    extra = {"rows": rows, "figure": "init_grad_norms.png"}
+    with capture():
+        path = redraw(FINDINGS["xiong_postln_warmup"], extra, tmp_path, smoke=False)
+    assert path == tmp_path / "init" / "init_grad_norms.png" and path.is_file()
+    lines = [ln["xy"] for ln in json.loads(plot_json(path).read_text())["axes"][0]["lines"] if len(ln["xy"]) == 2]
+    for norm in ("pre", "post"):  # one line per (norm, init), the same values for both inits
+        mean = [[1.0, 1.5 + (norm == "post")], [2.0, 3.0]]
+        assert lines.count(mean) >= 2, lines
+    assert redraw(FINDINGS["xiong_postln_warmup"], {**extra, "error": "boom"}, tmp_path / "x", smoke=False) is None
+    assert redraw(FINDINGS["rope_vs_learned"], extra, tmp_path / "y", smoke=False) is None  # not its figure
