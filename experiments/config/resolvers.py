@@ -6,6 +6,9 @@ cutting the name's tail (which used to drop `seed=` off the end): a list of path
 `+N` more and a short hash of the whole value (`data.paths=[data/a.txt,data/b.txt,data/c.txt]` ->
 `data.paths=a.txt+2-87d429`), any other long value its first characters + a short hash. Characters outside
 `A-Za-z0-9._=,+@-` become `_`; `/` in keys becomes `.`. Empty -> `run`.
+`${archlab_ratio:x,num,den}` is round(x * num / den) as an int (half to even, Python's round), for a size that
+follows another: `model.d_mlp: ${archlab_ratio:${model.d_model},8,3}` is SwiGLU's equal-parameter width (8/3 of
+d_model: 85 at 32, 171 at 64, 341 at 128; conf/finding/ffn_v3/swiglu.yaml). Its arguments must be numbers, den != 0.
 Not handled: more keys than fit in MAX_NAME even with hash-only values (hundreds of characters of key names);
 then the name is cut and ends in a hash of the whole string, so it stays unique but loses the last keys.
 """
@@ -103,8 +106,19 @@ def dirname(overrides: str) -> str:
     return name
 
 
+def ratio(x: float, num: float, den: float) -> int:
+    """round(x * num / den): `${archlab_ratio:${model.d_model},8,3}` -> 341 at d_model 128."""
+    for name, v in (("x", x), ("num", num), ("den", den)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"archlab_ratio: {name} must be a number, got {v!r}")
+    if den == 0:
+        raise ValueError("archlab_ratio: den must not be 0")
+    return int(round(x * num / den))
+
+
 def register() -> None:
     OmegaConf.register_new_resolver("archlab_dirname", dirname, replace=True)
+    OmegaConf.register_new_resolver("archlab_ratio", ratio, replace=True)
 
 
 register()

@@ -15,7 +15,8 @@ roneneldan/TinyStories through the datasets loader, cased, first 100k stories) i
 same sweep, same token budget (train.tokens comes from the finding's YAML), different text.
 The v2 findings (PLAN_v2.md) train on ELTEC, 99 English novels (../shared/data/bench/eltec_eng_novels.txt), selected
 by their YAML (`finding/data: eltec`, conf/finding/data/eltec.yaml: data=text on that file, 1% held out as the
-stream's tail); `finding/data=embedded` is the smoke's corpus and `finding/data=tinystories` the hub's alternative.
+stream's tail); The v3 findings (PLAN_v3.md) read the same file as one document per novel, with whole novels held out
+(`finding/data: eltec_v3`) and WikiText-2's test split as a second corpus; `finding/data=embedded` is the smoke's corpus and `finding/data=tinystories` the hub's alternative.
 No public copy of ELTEC's exact bytes exists (it was derived from the ELTeC-eng TEI files, ../shared/data/
 PROVENANCE.md), so elsewhere a full run takes a copy with `--data-file` (checked by its sha256) or other data.
 `used_data` names the data a sweep actually trained on, from its first run's config (smoke runs included, which
@@ -68,7 +69,14 @@ ELTEC = DataFile(
     "holding `<|endoftext|>`)",
     "derived from COST-ELTeC/ELTeC-eng at commit 3db3b67 (level1 TEI files, markup CC BY 4.0) as "
     "../shared/data/PROVENANCE.md describes; no public copy of these exact bytes exists")
-DATA_FILES = {"eltec": ELTEC}  # by Finding.data; "tinystories" (the v1 default) is the command's own DATA_FILE
+ELTEC_V3 = DataFile(
+    "eltec_v3", ELTEC.path, ELTEC.size, ELTEC.sha256,
+    ELTEC.what + ", read as one document per novel: 4 novels held out for validation and 4 for test, the other 91 "
+    "trained on; WikiText-2's raw test split (../shared/data/bench/wikitext2_raw_test.txt, 1,290,547 bytes, sha256 "
+    "4f3e427e4aff23acff917a8a51aeae21bf12832256e26914c8fc250dcef4103c; the hub's `wikitext`, `wikitext-2-raw-v1`, "
+    "split test) scored as a second corpus",
+    ELTEC.where)
+DATA_FILES = {"eltec": ELTEC, "eltec_v3": ELTEC_V3}  # by Finding.data; "tinystories" (the v1 default) is the command's own DATA_FILE
 HUB_OPTION = ["finding/data=tinystories"]  # the hub alternative of a finding whose YAML selects its data
 DATA_OVERRIDE = re.compile(r"^[+~]*data(=|\.|/)")  # data=..., data.paths=..., +data.x=...
 DATA_GROUP = re.compile(r"^[+~]*data(=|/)")  # a choice of the data group: data=text, data/x=...

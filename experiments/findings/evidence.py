@@ -36,7 +36,8 @@ class RunRecord:
     seed: int | None
     status: str  # completed | diverged | failed | interrupted | running
     values: dict[str, Any] = field(default_factory=dict)  # "final val/loss", "tokens_per_s", "flops", "params",
-    # "non_embedding_params", "vocab_size", "extrap/nonoverlap/loss@8x", "lr", "epochs", ... (numbers; None: not
+    # "non_embedding_params", "vocab_size", "extrap/nonoverlap/loss@8x", "lr", "epochs", "final test/loss",
+    # "final test/<corpus>/loss" (held-out sets, scored once at the end), ... (numbers; None: not
     # logged / N/A), and "device" (a string)
 
     def get(self, key: str) -> float | None:
@@ -261,11 +262,18 @@ def records_from_groups(groups: list, by: Sequence[str]) -> list[RunRecord]:
             values["lr"] = _num(r.flat.get("optim.lr"))
             values["init_loss"] = first_value(r, "train/loss")  # the loss of the model at init, on its first batch
             values["attn_max_logit"] = final_value(r, "attn_max_logit")  # None where the runs did not log it
+            for key in _held_out_keys(r):  # test/loss, test/<corpus>/loss, ...: scored once, at the end
+                values[f"final {key}"] = final_value(r, key)
             values["device"] = r.summary.get("device")  # a string: read it from .values, not .get()
             for (mode, k), v in run_extrap(r).items():
                 values[f"extrap/{mode}/loss@{k:g}x"] = v
             out.append(RunRecord(group=g.label, keys=keys, seed=r.seed, status=r.status, values=values))
     return out
+
+
+def _held_out_keys(run: Any) -> list[str]:
+    """The held-out metrics a run logged (test/loss, test/bpb, test/<corpus>/loss, ...), in the order logged."""
+    return list(dict.fromkeys(k for line in run.metrics for k in line if isinstance(k, str) and k.startswith("test/")))
 
 
 def first_value(run: Any, metric: str) -> float | None:

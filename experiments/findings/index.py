@@ -4,10 +4,11 @@ pointers that earlier versions' docs carry to the newer ones.
     write_index(list(FINDINGS.values()), Path("docs/findings"))   # the README's table + the pointers
 
 Each row reads only the metadata comment of the docs present (doc.py writes it as the doc's first line): the latest
-version's verdict and key number ("not run yet" without a full-run doc; smoke docs never count), its setup check
+version that has a full-run doc, its verdict and key number ("not run yet" when no version has one; smoke docs never
+count), the newer versions without a doc named with their registration state, its setup check
 ("unchanged since registration on <date>", or "not recorded" for docs written before registration existed), and
 links to the earlier versions' docs with their verdicts. An earlier version's doc gets, between the
-newer-version markers under its title, one line linking the newer versions; nothing else in it changes.
+newer-version markers under its title, one line linking the newer versions that have a full-run doc; nothing else in it changes.
 Not handled: the docs' prose (doc.py), which versions exist (registry.versions).
 """
 
@@ -47,15 +48,33 @@ def _setup_cell(meta: dict[str, Any] | None) -> str:
     return f"{status} since registration on {meta.get('registered')}" if meta.get("registered") else status
 
 
+def _not_run(f: Finding) -> str:
+    """`name` (registered <date>, not run yet) | (not registered yet): a version without a full-run doc."""
+    from experiments.findings.registration import RegistrationError, load
+
+    try:
+        record = load(f.name)
+    except RegistrationError:
+        record = None
+    state = f"registered {record['registered']}, not run yet" if record else "not registered yet"
+    return f"`{f.name}` ({state})"
+
+
 def index_table(findings: Sequence[Finding], docs_dir: Path) -> list[str]:
+    """One row per finding: its latest version with a full-run doc (else its latest version, "not run yet"); the
+    versions after it that have none are named in the doc cell with their registration state."""
     rows = []
     for versions in by_base(findings).values():
-        latest = versions[-1]
+        run = [f for f in versions if _full_run(docs_dir, f.name)]
+        latest = run[-1] if run else versions[-1]
         meta = _full_run(docs_dir, latest.name)
-        earlier = [f"[{f.name}.md]({f.name}.md) ({m.get('verdict')})" for f in versions[:-1]
+        at = versions.index(latest)
+        earlier = [f"[{f.name}.md]({f.name}.md) ({m.get('verdict')})" for f in versions[:at]
                    if (m := _full_run(docs_dir, f.name))]
+        newer = [_not_run(f) for f in versions[at + 1:]]
         doc = f"[{latest.name}.md]({latest.name}.md)" if meta else f"`{latest.name}`"
         doc += f"; earlier: {', '.join(earlier)}" if earlier else ""
+        doc += f"; newer: {', '.join(newer)}" if newer else ""
         verdict = f"**{meta.get('verdict')}**" if meta else "not run yet"
         rows.append([latest.title, latest.paper, verdict, meta.get("key_number", "—") if meta else "—", doc,
                      _setup_cell(meta)])
@@ -73,7 +92,10 @@ def mark_superseded(findings: Sequence[Finding], docs_dir: Path) -> list[Path]:
             if not path.is_file():
                 continue
             text = path.read_text()
-            block = "\n".join(newer_block([g.name for g in versions[i + 1:]])[:-1])
+            newer = [g.name for g in versions[i + 1:] if _full_run(docs_dir, g.name)]  # never a link to no doc
+            if not newer:
+                continue
+            block = "\n".join(newer_block(newer)[:-1])
             if NEWER_START in text and NEWER_END in text:
                 before, rest = text.split(NEWER_START, 1)
                 new = before + block + rest.split(NEWER_END, 1)[1]

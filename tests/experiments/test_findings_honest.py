@@ -30,6 +30,7 @@ from experiments.findings import cli, registration
 from experiments.findings import index as index_lib
 from experiments.findings.cli import main
 from experiments.findings.data import used_data
+from experiments.findings.doc_meta import read_meta
 from experiments.findings.doc import render_doc
 from experiments.findings.evidence import lower_than_baseline
 from experiments.findings.judge import smoke_problems
@@ -214,8 +215,14 @@ def test_a_full_run_of_an_unregistered_finding_refuses(root, tmp_path, monkeypat
 
 
 def test_every_finding_is_registered_and_unchanged():
+    """Every finding with a registration (and every one whose full-run doc exists) holds its registered files; a
+    finding not registered yet (a v3 finding before its pilot fixed its seeds) has no full-run doc."""
     for name, f in FINDINGS.items():
         check = registration.check(name, f.extra_files)
+        meta = read_meta(DOCS / f"{name}.md")
+        if check.status == "unregistered":
+            assert meta is None or meta.get("smoke"), name
+            continue
         assert check.status == "unchanged", (name, check.changed_paths())
         if not name.endswith("_v2") and f.data == "tinystories":  # the six v1 findings, registered after their runs
             assert "before registration existed" in check.note and "not claim" in check.note, name
@@ -239,22 +246,25 @@ def test_versions_and_the_index_show_the_latest_with_earlier_ones_linked(tmp_pat
     (docs / "rope_vs_learned.md").write_text(v1_text)
     index_lib.write_index(findings, docs)
     rows = [r for r in (docs / "README.md").read_text().splitlines() if r.startswith("| RoPE")]
-    assert len(rows) == 1  # one row per finding, at its latest version
+    assert len(rows) == 1  # one row per finding: its latest version with a full-run doc, the newer ones named
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
-    assert cells[0] == v2.title and cells[2] == "not run yet"
-    assert cells[4] == "`rope_vs_learned_v2`; earlier: [rope_vs_learned.md](rope_vs_learned.md) (reproduced)"
-    v1_now = (docs / "rope_vs_learned.md").read_text()  # the earlier doc: kept, with a pointer under its title
-    assert v1_now.startswith(v1_text.split("\n\n")[0] + "\n\n<!-- newer-version:start -->\n")
-    assert "[rope_vs_learned_v2](rope_vs_learned_v2.md)" in v1_now and v1_now.endswith("\n\n**Claim.** c\n")
-    index_lib.write_index(findings, docs)
-    assert (docs / "rope_vs_learned.md").read_text() == v1_now  # idempotent
+    assert cells[0] == ROPE.title and cells[2] == "**reproduced**"
+    assert cells[4] == ("[rope_vs_learned.md](rope_vs_learned.md); newer: `rope_vs_learned_v2` (registered 2026-11-26, not run yet)")  # its real record
+    assert (docs / "rope_vs_learned.md").read_text() == v1_text  # no pointer to a version without a doc
 
     v2_meta = {**v1_meta, "name": "rope_vs_learned_v2", "verdict": "not reproduced", "key_number": "k2",
                "setup": "unchanged", "registered": "2026-12-01"}
     (docs / "rope_vs_learned_v2.md").write_text(f"<!-- archlab-finding: {json.dumps(v2_meta)} -->\n# v2\n")
     cells = [c.strip() for c in index_lib.index_table(findings, docs)[2].strip("|").split("|")]
+    assert cells[0] == v2.title
     assert cells[2:] == ["**not reproduced**", "k2", "[rope_vs_learned_v2.md](rope_vs_learned_v2.md); earlier: "
                          "[rope_vs_learned.md](rope_vs_learned.md) (reproduced)", "unchanged since registration on 2026-12-01"]
+    index_lib.write_index(findings, docs)
+    v1_now = (docs / "rope_vs_learned.md").read_text()  # the earlier doc: kept, with a pointer under its title
+    assert v1_now.startswith(v1_text.split("\n\n")[0] + "\n\n<!-- newer-version:start -->\n")
+    assert "[rope_vs_learned_v2](rope_vs_learned_v2.md)" in v1_now and v1_now.endswith("\n\n**Claim.** c\n")
+    index_lib.write_index(findings, docs)
+    assert (docs / "rope_vs_learned.md").read_text() == v1_now  # idempotent
     # rendered again (--from-sweep), the earlier version's doc carries the same pointer
     text = render_doc(ROPE, ROPE.rule(_rope_ev([-0.04] * 5)), _rope_ev([-0.04] * 5).comparison, [], _meta(), [], "x",
                       newer=["rope_vs_learned_v2"])
