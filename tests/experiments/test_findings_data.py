@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -52,10 +53,11 @@ def test_committed_data_rebuilds_its_doc(data_file, tmp_path, capsys):
     name = data_file.parent.name
     doc = tmp_path / f"{name}.md"
     before = _tree(DOCS)
-    assert main([name, "--from-data", "--doc", str(doc)]) == 0, capsys.readouterr().err
+    assert main([name, "--from-data", "--docs-dir", str(DOCS), "--doc", str(doc)]) == 0, capsys.readouterr().err
     assert doc.read_text() == (DOCS / f"{name}.md").read_text()
     committed = _plots(DOCS / name)
-    assert committed, f"{name}: no .plot.json beside its figures"
+    shown = re.findall(rf"!\[[^]]*\]\({re.escape(name)}/([^)]+)\.png\)", doc.read_text())
+    assert sorted(f"{png}.plot.json" for png in shown) == sorted(committed), f"{name}: a figure without its data"
     assert _plots(tmp_path / name) == committed
     assert _tree(DOCS) == before
 
