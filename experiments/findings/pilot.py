@@ -115,7 +115,7 @@ def noise_and_plans(f: Finding, out: Path) -> dict[str, Any]:
     module = importlib.import_module(f"experiments.findings.claims.{f.name}")
     claim = getattr(module, "CLAIM_KIND", "lower")
     prior = getattr(module, "PRIOR_NOISE", {})  # {size value: (sd, df, source)}
-    cap = getattr(module, "SEED_CAP", 16)
+    cap = getattr(module, "SEED_CAP", getattr(getattr(module, "v3", None), "SEED_CAP", 16))
     arm_key, size_key = f.by[0], f.by[1]
     records = records_from_groups(group_runs(read_runs([str(out)]), list(f.by)), list(f.by))
     sizes = sorted({str(r.keys[size_key]) for r in records} | {str(k) for k in prior}, key=float)

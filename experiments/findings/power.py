@@ -167,7 +167,7 @@ def plan_text(p: PowerPlan, unit: str = "nats", digits: int = 3) -> str:
     noise = (f"the sd {p.noise.sd:.{digits}f} {unit} of the per-seed paired differences (df {p.noise.df}"
              + (f", {p.noise.source}" if p.noise.source else "") + ")")
     upper = (f"{p.n_upper} seeds" if p.n_upper is not None else f"more than the cap of {p.cap}")
-    head = (f"The cap of {p.cap} seeds per arm gives {p.power:.0%} power ({p.target:.0%} is not reached) "
+    head = (f"The cap of {p.cap} seeds per arm gives {p.power:.1%} power ({p.target:.0%} is not reached) "
             if p.capped else f"{p.n} seeds per arm give {p.power:.0%} power (the fewest reaching {p.target:.0%}) ")
     return (f"{head}{what}, at {noise}; at its {UPPER:.0%} upper confidence bound {p.sd_upper:.{digits}f} {unit} the "
             f"plan would need {upper}.")

@@ -26,7 +26,7 @@ WARMUP_RATIO = 0.05
 TOKENS_PER_PARAM = 5
 PILOT_SEEDS = (2000, 2001, 2002, 2003)
 PILOT_LR = 2e-3
-SEED_CAP = 16
+SEED_CAP = 10  # seeds per arm at most: the budget (docs/findings/PLAN_v3.md, "Power plan")
 SIZES = {  # conf/finding/size/<name>.yaml: d_model, heads, non-embedding params (GELU, learned positions), steps
     "s": (32, 1, 50_880, 125),
     "m": (64, 2, 200_064, 489),
@@ -42,7 +42,7 @@ SHARED_FILES = ("experiments/findings/claims/protocol_v3.py", "conf/finding/data
 # a stand-in second corpus, so the smoke runs every step of the rule
 SMOKE = ("data.split_by=documents", "data.test_fraction=0.1", "data.test_max_tokens=4096",
          "+data.extra_eval.wikitext2=README.md")
-FIGURES = ("basin.png", "curve_val_loss.png", "final_test_loss.png")
+FIGURES = ("basin.png", "curve_train_loss.png", "final_test_loss.png")  # the report at METRIC test/loss
 
 
 def _g(v: float) -> str:

@@ -25,10 +25,16 @@ PAPER_NUMBER = ("No single number: RoFormer's pre-training loss curve falls fast
 SETUP = f"""\
 {v3.shared_setup("`model/pos` ∈ {learned, rope} (learned adds 128 · d_model position parameters, counted as "
                  "embedding; rope none) × `finding/size` ∈ {s, m, l}: 6 tuned arms")}
+- Seeds: 10 fresh seeds per arm (0–9), from the power plan fixed before registration
+  (docs/findings/rope_vs_learned_v3/pilot.json, experiments/findings/pilot.py): 80% power for the 95% CI below 0 at a
+  true difference of the SESOI 0.02 nats (paired t), at the noise of a pilot of 4 seeds per arm (2000–2003, lr 2e-3,
+  untuned, at S and M; never reported) and of v2 at L: S more than the cap (sd 0.045 nats: 24% power at 10), M 11 (sd
+  0.020: 79.7% at 10), L 5 (sd 0.0096, v2's 3 final seeds: 100% at 10); the largest, capped at 10.
 - Metric: final `test/loss` (the 4 test novels), rope − learned, paired by seed, per size."""
 BY = ("model.pos.kind", "model.d_model")
 BASELINE = {"model.pos.kind": "learned", "model.d_model": 128}
 FIGURES = v3.FIGURES
+METRIC = "test/loss"  # the metric of the report the doc shows (its groups, curves and final_test_loss.png)
 DATA = "eltec_v3"
 EXTRA_FILES = (*v3.SHARED_FILES, "conf/model/pos/learned.yaml", "conf/model/pos/rope.yaml")
 RULE = ("Per size, rope − learned final test/loss (best vs best, paired by seed), read on its interval at the family "
@@ -39,6 +45,7 @@ RULE = ("Per size, rope − learned final test/loss (best vs best, paired by see
         "label all sizes share, else **partly** if any size is reproduced, else inconclusive if any is, else not "
         "reproduced. The trend (slope per doubling of size, 95% CI) is reported, not judged.")
 SESOI = v3.SESOI
+SEED_CAP = v3.SEED_CAP
 CLAIM_KIND = "lower"  # outcome.py's claim: the arm's loss below the baseline's
 # the power plan's noise at L (d_model 128) besides the pilot's at S and M: v2's final runs (docs/findings/rope_vs_learned_v2.md,
 # "Seeds needed": sd of the per-seed differences, n = 3)

@@ -27,10 +27,16 @@ SETUP = f"""\
 {v3.shared_setup("`finding/ffn_v3` ∈ {gelu: d_mlp 4 · d_model, swiglu: d_mlp round(8/3 · d_model) = 85 / 171 / "
                  "341} (conf/finding/ffn_v3/; MLP weights per layer within 0.4% of GELU's at every size) × "
                  "`finding/size` ∈ {s, m, l}: 6 tuned arms")}
+- Seeds: 9 fresh seeds per arm (0–8), from the power plan fixed before registration
+  (docs/findings/swiglu_vs_gelu_v3/pilot.json, experiments/findings/pilot.py): 80% power for the 95% CI below 0 at a
+  true difference of the SESOI 0.02 nats (paired t), at the noise of a pilot of 4 seeds per arm (2000–2003, lr 2e-3,
+  untuned, at S and M; never reported) and of v2 at L: S 6 (sd 0.012 nats), M 9 (sd 0.018), L 5 (sd 0.0104, v2's 3 final
+  seeds); the largest, 9.
 - Metric: final `test/loss` (the 4 test novels), swiglu − gelu, paired by seed, per size."""
 BY = ("model.activation", "model.d_model")
 BASELINE = {"model.activation": "gelu", "model.d_model": 128}
 FIGURES = v3.FIGURES
+METRIC = "test/loss"  # the metric of the report the doc shows (its groups, curves and final_test_loss.png)
 DATA = "eltec_v3"
 EXTRA_FILES = (*v3.SHARED_FILES, "conf/finding/ffn_v3/*.yaml", "experiments/config/resolvers.py")
 RULE = ("Per size, swiglu − gelu final test/loss (best vs best, paired by seed), read on its interval at the family "
@@ -41,6 +47,7 @@ RULE = ("Per size, swiglu − gelu final test/loss (best vs best, paired by seed
         "label all sizes share, else **partly** if any size is reproduced, else inconclusive if any is, else not "
         "reproduced. The trend (slope per doubling of size, 95% CI) is reported, not judged.")
 SESOI = v3.SESOI
+SEED_CAP = v3.SEED_CAP
 CLAIM_KIND = "lower"  # outcome.py's claim: the arm's loss below the baseline's
 # the power plan's noise at L (d_model 128) besides the pilot's at S and M: v2's final runs (docs/findings/swiglu_vs_gelu_v2.md,
 # "Seeds needed": sd of the per-seed differences, n = 3)
