@@ -41,6 +41,7 @@ FIGURE_CAPTIONS = {
     "curve_val_loss.png": "Validation loss against training tokens (mean ± std over seeds).",
     "curve_train_loss.png": "Training loss against training tokens (mean ± std over seeds; diverged runs dashed, ×).",
     "final_val_loss.png": "Final validation loss per group, one dot per seed.",
+    "final_test_loss.png": "Final loss on the held-out test split per group, one dot per seed.",
     "grad_norm_per_layer.png": "Gradient norm per layer during training (first 10% of steps and whole run).",
     "aspect_ratio.png": "Final validation loss against d_model / n_layers at ~0.8M non-embedding parameters.",
     "init_grad_norms.png": "Gradient norm of each layer's MLP output projection W^{2} at initialisation, one fixed batch.",
@@ -115,6 +116,9 @@ def full_run_data_line(finding: Finding) -> str:
     return (f"- Data of the full run: `{shell_join(DATA_DEFAULT)}` ({WHAT[0].upper() + WHAT[1:]}; the last 10% of "
             "the text held out), the findings command's default; `data=tinystories` (the hub's TinyStories, first "
             "100k stories) as the alternative.")
+
+
+METRIC_WORDS = {"val/loss": "validation loss", "test/loss": "loss on the held-out test split"}
 
 
 def results_table(comparison: dict[str, Any], records: list[RunRecord], name: str = "final val/loss",
@@ -337,10 +341,11 @@ def render_doc(finding: Finding, verdict: Verdict | None, comparison: dict[str, 
                 + (": best-vs-best, from the final runs on fresh seeds only." if meta.get("tuning") else ".")
                 if comparison.get("protocol") else "")
     lines += ["## Results", "",
-              f"Final validation loss per group, mean and 95% t-interval over seeds; differences against the baseline "
+              f"Final {METRIC_WORDS.get(finding.metric, finding.metric)} per group, mean and 95% t-interval over "
+              f"seeds; differences against the baseline "
               f"`{baseline}` (paired by seed when both groups ran the same seeds, else Welch), from the report's "
               "`comparison.json`" + (" (numbers only: a smoke run is not read)." if smoke else ".") + protocol,
-              "", *results_table(comparison, records, verdicts=not smoke), ""]
+              "", *results_table(comparison, records, name=f"final {finding.metric}", verdicts=not smoke), ""]
     if not smoke:
         for t in verdict.tables:
             lines += [f"**{t.title}**", "", *md_table(t.header, t.rows), ""]

@@ -108,9 +108,8 @@ def _build(f: Finding, data: dict[str, Any], sweep: Path, doc_path: Path) -> tup
     command = shell_join(["python", "-m", "experiments.train", *meta.get("train_argv", [])])
     with capture():  # every figure drawn here gets its .plot.json beside it
         try:  # a tuned sweep is read from its dir, so that the report finds tuning.json (its final runs, basin.png)
-            report = (build_report([str(sweep)], out_dir=sweep / "report", by=by, baseline=base, command=command)
-                      if part.tuned else
-                      build_report(None, out_dir=sweep / "report", by=by, runs=runs, baseline=base, command=command))
+            kw = {"out_dir": sweep / "report", "by": by, "baseline": base, "command": command, "metric": f.metric}
+            report = build_report([str(sweep)], **kw) if part.tuned else build_report(None, runs=runs, **kw)
         except RunsError as e:
             return _error(f"the report was not built: {e}", meta)
         figure = redraw(f, extra, sweep, smoke)

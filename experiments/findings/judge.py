@@ -82,9 +82,8 @@ def judge(f: Finding, sweep_dir: Path, meta: dict[str, Any], doc_path: Path, ove
     base = next((g.index for g in groups if matches(dict(zip(by, g.values)), f.baseline)), None)
     command = shell_join(["python", "-m", "experiments.train", *meta["train_argv"]])
     try:  # the humans' report, from the runs' full curves (a tuned sweep is read from its dir: tuning.json)
-        (build_report([str(sweep_dir)], out_dir=sweep_dir / "report", by=by, baseline=base, command=command)
-         if part.tuned else
-         build_report(None, out_dir=sweep_dir / "report", by=by, runs=runs, baseline=base, command=command))
+        kw = {"out_dir": sweep_dir / "report", "by": by, "baseline": base, "command": command, "metric": f.metric}
+        build_report([str(sweep_dir)], **kw) if part.tuned else build_report(None, runs=runs, **kw)
     except RunsError as e:
         print(f"findings: error: the report was not built: {e}", file=sys.stderr)
         return 1

@@ -67,6 +67,7 @@ class Finding:
     post_hoc: str = ""  # text written after seeing results, markdown; its own labelled section in the doc
     extra_files: tuple[str, ...] = ()  # repo-relative paths / globs hashed with the module and YAML (registration)
     data: str = "tinystories"  # the pre-registered data (data.DATA_FILES key); its `in_yaml` says who selects it
+    metric: str = "val/loss"  # the report's metric the doc shows (v3: "test/loss", the held-out test split)
 
     @property
     def experiment(self) -> str:
@@ -81,7 +82,8 @@ class Finding:
                    smoke_shape=getattr(m, "SMOKE_SHAPE", True), measure=getattr(m, "measure", None),
                    requires=getattr(m, "requires", None), sesoi=getattr(m, "SESOI", None),
                    sesoi_why=getattr(m, "SESOI_WHY", ""), post_hoc=getattr(m, "POST_HOC", ""),
-                   extra_files=tuple(getattr(m, "EXTRA_FILES", ())), data=getattr(m, "DATA", "tinystories"))
+                   extra_files=tuple(getattr(m, "EXTRA_FILES", ())), data=getattr(m, "DATA", "tinystories"),
+                   metric=getattr(m, "METRIC", "val/loss"))
 
     def smoke_overrides(self, tuned: bool = False, data_in_yaml: bool = False) -> list[str]:
         """The --smoke overrides: SMOKE (its seeds in the tuned sweeper's keys when `tuned`), the smoke shape, the

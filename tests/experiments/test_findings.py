@@ -644,9 +644,10 @@ def test_index_table_from_the_docs_present(tmp_path, capsys):
     assert len(rows) == len(index_lib.by_base(list(FINDINGS.values()))) == 11  # one row per finding, its latest version
     rope = rows[FINDINGS["rope_vs_learned_v2"].title]
     assert rope[2] == "**not reproduced**" and "[-0.02, 0.04]" in rope[3]
-    assert rope[4] == "[rope_vs_learned_v2.md](rope_vs_learned_v2.md)"
+    assert rope[4] == ("[rope_vs_learned_v2.md](rope_vs_learned_v2.md); newer: `rope_vs_learned_v3` (registered "
+                       "2026-11-29, not run yet)")  # its real registration
     assert rope[5] == "not recorded (written before registration existed)"  # its metadata has no setup check
-    assert rows[FINDINGS["swiglu_vs_gelu_v2"].title][2] == "not run yet"  # a smoke doc is not a result
+    assert rows[FINDINGS["swiglu_vs_gelu_v3"].title][2] == "not run yet"  # no full-run doc of any version: the latest
     assert rows[FINDINGS["alibi_extrapolation_v2"].title][2] == "not run yet"
     main(["--index", "--docs-dir", str(docs)])
     assert (docs / "README.md").read_text() == text  # idempotent
