@@ -616,11 +616,12 @@ def test_rmsnorm_rule_outcomes():
     assert v.outcome == "not reproduced" and v.likely_reason
 
 
-def test_every_rule_is_covered_above():  # v1 here; the v2 rules in test_findings_v2.py
+def test_every_rule_is_covered_above():  # v1 here; the v2 rules in test_findings_v2.py, v3's in test_findings_v3.py
     from .test_findings_v2 import V2
+    from .test_findings_v3 import V3
 
     # the μP findings' rules: test_findings_mup.py, test_findings_kaplan_mup.py
-    assert set(FINDINGS) == set(V1) | set(V2) | {"mup_lr_transfer", "kaplan_aspect_ratio_mup"}
+    assert set(FINDINGS) == set(V1) | set(V2) | set(V3) | {"mup_lr_transfer", "kaplan_aspect_ratio_mup"}
 
 
 # ------------------------------------------------------------------------------------------------ the index
