@@ -4,8 +4,8 @@ runs the README's blocks in order in one clone, as a user follows them (its bloc
 The commands are the lines of the ```bash / ```console / ```sh blocks (a leading `$ ` dropped, `\\` continuations
 joined, `#` comment lines ignored). Each block runs in order, with bash, in a fresh directory of its own that holds
 what the docs assume a user has (`make_workspace`): `data/train.txt` and `data/val.txt` (the embedded corpus,
-split 90/10), `data/docs.jsonl`, `books/*.txt`, `notes.txt`, `a.txt`, `more/*.txt`, and `docs/findings/` (a
-copy, for `--index`). Nothing comes from ../shared, so the test runs on a fresh clone. `python` and `bpe` are this
+split 90/10), `data/docs.jsonl`, `books/*.txt`, `notes.txt`, `a.txt`, `more/*.txt`, `docs/findings/` (a
+copy, for `--index`) and `README.md` (a copy: a v3 finding's --smoke scores it as its stand-in second corpus). Nothing comes from ../shared, so the test runs on a fresh clone. `python` and `bpe` are this
 interpreter's; the network and wandb are off.
 
 Placeholders: a run or sweep dir written `<time>` or with a date stamp (`outputs/default/<time>`,
@@ -20,7 +20,8 @@ Which commands run (`classify`), by rule:
   - network or a cluster: `curl`/`wget` downloads, `pip install`, `wandb login/sync`, `data=tinystories`, `--dataset roneneldan/...`,
     `logger=wandb_online`, `hydra/launcher=slurm`, the local SLURM cluster (`scripts/local_slurm.sh`, `sinfo`: root);
   - many runs or processes: sweeps (`experiments.train -m`), `torchrun`, benchmarks (`bench/`, `taskset`), a
-    finding's full run (`experiments.findings NAME` without `--smoke`): minutes to hours;
+    finding's full run (`experiments.findings NAME` without `--smoke`) or pilot (`experiments.findings.pilot NAME`
+    without `--smoke`): minutes to hours;
   - training budgets beyond the tiny model's default 200 steps: `model=small` or a GPT preset, `train.tokens` above
     300,000;
   - a command that names a dir a skipped command of its block makes (`hydra.sweep.dir=` / `hydra.run.dir=`);
@@ -71,6 +72,7 @@ SKIPS = [
     (re.compile(r"\btorchrun\b"), "several processes (DDP)"),
     (re.compile(r"experiments\.train\b.*\s(-m|--multirun)(\s|$)"), "a sweep: many training runs"),
     (re.compile(r"experiments\.findings\s+(?!-)(?!.*--smoke)"), "a finding's full run: hours"),
+    (re.compile(r"experiments\.findings\.pilot\s+(?!.*--smoke)"), "a finding's pilot: 16 full-budget runs"),
     (re.compile(r"\bpython\s+bench/|^taskset\b"), "a benchmark: minutes"),
     (re.compile(r"\bmodel=(small|gpt2-\w+|gpt3-\w+)\b"), "trains a model larger than the tiny one"),
 ]
@@ -154,6 +156,7 @@ def make_workspace(root: Path) -> Path:
     """The files the docs' commands read, from the embedded corpus (no ../shared, no network)."""
     user_files(root)
     shutil.copytree(REPO / "docs" / "findings", root / "docs" / "findings")
+    shutil.copy(REPO / "README.md", root / "README.md")  # a v3 --smoke's stand-in second corpus (the repo root's)
     return root
 
 
@@ -263,6 +266,8 @@ def test_the_docs_have_commands_and_the_cheap_set_holds_the_tokenizer_flow_and_a
     assert classify("python -m experiments.train data=text train.tokens=5000000")[0] == "skip"
     assert classify("python -m experiments.findings rope_vs_learned")[0] == "skip"
     assert classify("python -m experiments.findings rope_vs_learned --smoke")[0] == "slow"
+    assert classify("python -m experiments.findings.pilot rope_vs_learned_v3 --sizes s,m")[0] == "skip"
+    assert classify("python -m experiments.findings.pilot rope_vs_learned_v3 --smoke --out-dir /tmp/p")[0] == "slow"
     assert classify("python -m experiments.findings --list")[0] == "slow"
     assert classify("python -m experiments.train")[0] == "slow"
 
