@@ -293,6 +293,9 @@ def test_a_packed_task_is_requeued_and_every_member_resumes_exactly(slurm_env, c
         assert worst <= 1e-5, worst
 
 
+# slow (~100 s): SIGKILL and scancel are test_stopped_jobs_read_interrupted_never_running's faults, a packed task's
+# stop and exact resume of every member is test_a_packed_task_is_requeued_and_every_member_resumes_exactly's
+@pytest.mark.slow
 def test_packed_tasks_killed_or_cancelled_resume_every_member_exactly(slurm_env, cache_dir, tmp_path, make_cfg):
     """4 seeds in 2 packed array tasks. Task 0's training process is SIGKILLed (no chance to write: the launcher
     records the SLURM state for both its members), task 1 is cancelled (SIGTERM: both members checkpoint). All four
@@ -340,6 +343,9 @@ def test_packed_tasks_killed_or_cancelled_resume_every_member_exactly(slurm_env,
             assert train_losses(d) == train_losses(ref)
 
 
+# slow (~80 s): the tuned sweeper packs through hydra/launcher=packed in the default tier (test_pack.py's
+# test_tuned_sweep_packs_each_arms_tuning_grid_and_final_seeds), packed array tasks on SLURM in the requeue test above
+@pytest.mark.slow
 def test_a_tuned_sweep_packed_on_slurm_equals_the_packed_launcher(slurm_env, cache_dir, tmp_path):
     """hydra/sweeper=tuned with pack=true: each arm's tuning grid is one array task, then each arm's final seeds; the
     tuning record and every run's curve equal the same sweep through hydra/launcher=packed on this machine."""
