@@ -32,24 +32,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARCHLAB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
-def _module_fixture(item) -> bool:
-    """Whether the test uses a module- or class-scoped fixture of its own module (a module's trained smoke, say)."""
-    info = getattr(item, "_fixtureinfo", None)
-    module = item.nodeid.split("::", 1)[0]
-    return info is not None and any(d.scope in ("module", "class") and d.baseid.split("::", 1)[0] == module
-                                    for defs in info.name2fixturedefs.values() for d in defs)
-
-
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the `slurm` tests share one worker: they
-    share one local cluster, which their session fixture starts and stops. The tests of a module that share a
-    module-scoped fixture of that module share one worker too: spread over two, each worker would build it (a
-    findings smoke: ~40 s twice)."""
+    share one local cluster, which their session fixture starts and stops."""
     for item in items:
         if item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
-        elif not item.get_closest_marker("xdist_group") and _module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(scope="session")
