@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.findings.registry import FINDINGS, Finding
+from experiments.rundir.layout import RunDir, RunStatus
 from tokenizer.cli_args import OneLineParser, UsageError, non_empty_path, positive_int
 
 METRIC = "final test/loss"
@@ -62,10 +63,9 @@ def arms(f: Finding, sizes: Sequence[str] | None = None) -> list[list[str]]:
 
 
 def _done(run_dir: Path) -> bool:
-    try:
-        return json.loads((run_dir / "summary.json").read_text()).get("status") in ("completed", "diverged")
-    except (OSError, ValueError):
-        return False
+    """The run dir holds a result (completed or diverged): the pilot keeps it."""
+    status = RunStatus.of((RunDir(run_dir).read_summary() or {}).get("status"))
+    return status is not None and status.has_result
 
 
 def run_all(f: Finding, out: Path, points: list[list[str]], seeds: Sequence[int], lr: float, jobs: int,
@@ -79,7 +79,7 @@ def run_all(f: Finding, out: Path, points: list[list[str]], seeds: Sequence[int]
             continue
         argv = [sys.executable, "-m", "experiments.train", f"experiment={f.experiment}", *point, f"seed={seed}",
                 f"optim.lr={lr:g}", f"hydra.run.dir='{run_dir}'", *extra,
-                *(["train.resume=true"] if (run_dir / "checkpoints").is_dir() else [])]
+                *(["train.resume=true"] if RunDir(run_dir).checkpoint_dir.is_dir() else [])]
         todo.append((argv, out / f"{name}.log"))
 
     def one(item: tuple[list[str], Path]) -> int:
