@@ -43,7 +43,7 @@ def test_a_failing_compile_is_a_row_that_says_why(monkeypatch, capsys):
         assert line.endswith("| n/a | n/a | n/a (RuntimeError: InvalidCxxCompiler: No working C++ compiler found) |")
 
 
-@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("kind", ["layernorm", pytest.param("rmsnorm", marks=pytest.mark.slow)])  # (~3 s each)
 def test_the_compiled_norm_computes_the_eager_one(kind):
     cfg = ModelConfig(vocab_size=32, n_ctx=8, d_model=16, n_layers=1, n_heads=2, norm_type=kind)
     torch.manual_seed(0)

@@ -156,3 +156,60 @@ def sigkill_at_checkpoint(args: list[str], env: dict[str, str], checkpoints: Pat
     os.kill(proc.pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, f"the command ended before it could be killed: {err.decode()[-2000:]}"
+
+
+def shared_dir(tmp_path_factory) -> Path:
+    """A tmp dir every pytest-xdist worker of this session sees (the parent of the workers' own basetemps; the
+    basetemp itself without xdist), for what is built once per session rather than once per worker."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@dataclass
+class Smoke:
+    """One `python -m experiments.findings NAME --smoke` command, run by the first worker that asks for it."""
+    name: str
+    sweep: Path  # its --out-dir
+    returncode: int
+    stdout: str
+    stderr: str
+    docs_unchanged: bool  # docs/findings/ held the same files (mtime and size) after the command as before
+
+
+TUNED_SMOKE = "rope_vs_learned_v2"  # the cheap tuned smoke: 2 arms, 5-lr grid, confirm phase, 2 fresh seeds
+
+
+@pytest.fixture(scope="session")
+def tuned_smoke(tmp_path_factory) -> Smoke:
+    """The one tuned findings smoke of the default suite (TUNED_SMOKE with hydra.sweeper.confirm=true), built once
+    per session however many xdist workers ask (a file lock; the others read its result), in a subprocess with its
+    own token cache. Tests read its sweep dir and never write into it."""
+    import subprocess
+
+    from filelock import FileLock
+
+    root = shared_dir(tmp_path_factory) / "tuned_smoke"
+    root.mkdir(exist_ok=True)
+    done = root / "result.json"
+    with FileLock(str(root / ".lock")):
+        if not done.is_file():
+            sweep = root / "sweep"
+            env = {**os.environ, "ARCHLAB_CACHE": str(root / "cache"), "WANDB_MODE": "disabled",
+                   "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "ARCHLAB_PEAK_FLOPS": "1e12",
+                   "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+            docs = REPO / "docs" / "findings"
+            before = _files(docs)
+            p = subprocess.run([PYTHON, "-m", "experiments.findings", TUNED_SMOKE, "--smoke", "--out-dir", str(sweep),
+                                "hydra.sweeper.confirm=true"], cwd=REPO, env=env, capture_output=True, text=True,
+                               timeout=280)
+            result = {"name": TUNED_SMOKE, "sweep": str(sweep), "returncode": p.returncode, "stdout": p.stdout,
+                      "stderr": p.stderr, "docs_unchanged": _files(docs) == before}
+            done.write_text(json.dumps(result))
+    r = json.loads(done.read_text())
+    return Smoke(**{**r, "sweep": Path(r["sweep"])})
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """{relative path: (mtime_ns, size)} of every file below folder."""
+    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}

@@ -57,6 +57,7 @@ def test_two_cpu_ranks_with_torchrun(make_cfg, cli_env, cache_dir, tmp_path):
     assert first["step"] == 1 and first["train/loss"] != train_rows[0]["train/loss"]
 
 
+@pytest.mark.slow  # (~14 s: a third torchrun; test_two_cpu_ranks_with_torchrun keeps DDP in the default suite)
 def test_mup_groups_survive_ddp(cli_env, cache_dir, tmp_path):
     run_dir = tmp_path / "ddp_mup"
     torchrun_train(cli_env, cache_dir, run_dir, *RUN, *MUP)

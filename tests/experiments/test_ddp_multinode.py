@@ -74,6 +74,7 @@ def run_all(commands: list[tuple[list[str], dict[str, str]]]) -> None:
                 p.wait()
 
 
+@pytest.mark.slow  # (~20 s: two torchrun nodes; test_ddp.py's two ranks keep DDP in the default suite)
 def test_two_nodes_train_the_curve_of_one_node_and_of_one_process(make_cfg, cli_env, cache_dir, tmp_path):
     """Bit for bit on the CPU: 2 nodes x 1 process == 1 node x 2 processes == 1 process at the same global batch.
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from experiments.demo import main, sweep_defaults
 from experiments.python_command import python_command
 
@@ -29,6 +31,7 @@ def test_seeds_give_each_difference_an_interval(cache_dir, tmp_path, capsys):
     assert re.search(r"\[[-+]?\d+\.\d+, [-+]?\d+\.\d+\] \| paired", row), row  # the difference's interval
 
 
+@pytest.mark.slow  # (~11 s: a second demo; test_seeds_give_each_difference_an_interval runs it by default)
 def test_one_seed_says_why_there_is_no_interval(cache_dir, tmp_path, capfd):
     rc = main(["--pos", "learned", "--seeds", "0", "--tokens", "2000", "--out", str(tmp_path / "demo"), "--cache-dir",
                str(cache_dir), "train.eval_interval=10", "train.eval_batches=2", "train.extrap_max_tokens=1024"])

@@ -28,7 +28,7 @@ from experiments.findings import index as index_lib
 from experiments.findings.cli import judge, main
 from experiments.findings.tuned import is_tuned
 
-from .conftest import PYTHON, REPO
+from .conftest import PYTHON, REPO, TUNED_SMOKE
 
 DOCS = REPO / "docs" / "findings"
 
@@ -72,7 +72,8 @@ def _table_rows(section: str) -> list[list[str]]:
 
 V1 = ("alibi_extrapolation", "xiong_postln_warmup", "kaplan_aspect_ratio", "swiglu_vs_gelu", "rmsnorm_vs_layernorm",
       "rope_vs_learned")
-CHEAP_TUNED = "rope_vs_learned_v2"  # the one tuned smoke in the default suite (~30 s); the others are slow (30-100 s)
+CHEAP_TUNED = TUNED_SMOKE  # the one tuned smoke of the default suite: conftest.tuned_smoke, built once per session
+# (shared with test_findings_data.py) with the confirm phase; the other tuned smokes are slow (30-100 s)
 # swiglu_vs_gelu and rmsnorm_vs_layernorm are two-arm sweeps with rope_vs_learned's figures: the same path with
 # another YAML (composed and checked, untrained, by test_every_finding_has_its_preregistered_sweep), so their smokes
 # are slow; alibi (extrapolation), kaplan (shapes, aspect ratio figure) and xiong (the init measurement) each take
@@ -80,8 +81,8 @@ CHEAP_TUNED = "rope_vs_learned_v2"  # the one tuned smoke in the default suite (
 SAME_PATH_AS_ROPE = ("swiglu_vs_gelu", "rmsnorm_vs_layernorm")
 
 
-@pytest.mark.parametrize("name", [n if (n in V1 and n not in SAME_PATH_AS_ROPE) or n == CHEAP_TUNED
-                                  else pytest.param(n, marks=pytest.mark.slow) for n in FINDINGS])
+@pytest.mark.parametrize("name", [n if n in V1 and n not in SAME_PATH_AS_ROPE
+                                  else pytest.param(n, marks=pytest.mark.slow) for n in FINDINGS if n != CHEAP_TUNED])
 def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name, tmp_path, findings_env, capfd):
     f = FINDINGS[name]
     if f.requires is not None and (why := f.requires()):
@@ -92,6 +93,19 @@ def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name,
     rc = main([name, "--smoke", "--out-dir", str(sweep), *jobs])
     out, err = capfd.readouterr()
     assert rc == 0, err[-3000:]
+    assert _snapshot(DOCS) == before  # a smoke run never writes into docs/findings/
+    _check_smoke(name, sweep, out, tmp_path)
+
+
+def test_the_tuned_smoke_with_a_confirm_phase_writes_a_doc_that_says_pipeline_ok(tuned_smoke, tmp_path):
+    assert tuned_smoke.returncode == 0, tuned_smoke.stderr[-3000:]
+    assert tuned_smoke.docs_unchanged  # a smoke run never writes into docs/findings/
+    _check_smoke(tuned_smoke.name, tuned_smoke.sweep, tuned_smoke.stdout, tmp_path)
+
+
+def _check_smoke(name: str, sweep: Path, out: str, tmp_path: Path) -> None:
+    """What every smoke's doc says (and does not say), and what its kind of finding adds, from its --out-dir."""
+    f = FINDINGS[name]
     doc = sweep / f"{name}.md"
     assert out.strip().splitlines()[-1] == str(doc)
     text = doc.read_text()
@@ -125,7 +139,6 @@ def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name,
         assert (doc.parent / link).is_file() and link.startswith(f"{name}/") and link.endswith(".png")
     assert re.findall(r"!\[", text), "the doc shows at least one figure"
     assert json.loads((sweep / "finding.json").read_text())["verdict"] is None
-    assert _snapshot(DOCS) == before  # a smoke run never writes into docs/findings/
 
     if name == "rope_vs_learned":  # --from-sweep rebuilds the doc without training
         again = tmp_path / "again.md"
@@ -144,7 +157,8 @@ def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name,
                 "**Protocol: tuned: each arm at its own best lr, fresh seeds.**") in tuning
         assert len(_table_rows(tuning)) == _n_groups(name) and f"]({name}/basin.png)" in text
         runs = meta["cost"]["runs"]
-        assert runs == meta["tuning"]["tuning_runs"] + meta["tuning"]["final_runs"]
+        confirm = len(json.loads((sweep / "tuning.json").read_text()).get("confirm_runs", []))  # the confirm phase
+        assert runs == meta["tuning"]["tuning_runs"] + confirm + meta["tuning"]["final_runs"]
         assert re.search(rf"CPU-hours: [0-9.e-]+ \(the sum over the {runs} runs, tuning runs included", text)
     if name == "xiong_postln_warmup":  # the init measurement: both inits, both norms, both depths, 2 seeds
         init = json.loads((sweep / "init" / "init_grad_norms.json").read_text())

@@ -2,9 +2,9 @@
 `python -m experiments.findings NAME --from-data`.
 
 Default tier: every committed docs/findings/<name>/data.json rebuilds its doc byte for byte (text) with the same
-plotted data per figure; one real smoke sweep (rope_vs_learned_v2, module-scoped) whose own doc --from-data gives
-again, whose data survives export(materialize(d)), and whose data-built comparison equals the one built from the
-runs' full curves; a synthetic sweep (tests/experiments/synthetic_runs.py: a diverged run, 201 train and 100 eval
+plotted data per figure; the session's one real tuned smoke sweep (conftest.tuned_smoke, shared with
+test_findings.py) whose own doc --from-data gives again, whose data survives export(materialize(d)), and whose
+data-built comparison equals the one built from the runs' full curves; a synthetic sweep (tests/experiments/synthetic_runs.py: a diverged run, 201 train and 100 eval
 lines per run) whose comparison.json and every number a rule reads are the same from the data as from the raw
 files; curves against an obvious reference (hypothesis); --from-data's bad inputs (one line, exit 2, nothing
 written). References are independent of the code under test: the raw run files read by experiments.compare, the
@@ -29,11 +29,11 @@ from experiments.findings.cli import main
 from experiments.findings.curve_data import CURVE_KEYS, MAX_POINTS, ROUND_DIGITS, decimate, expand, kind
 
 from . import synthetic_runs
-from .conftest import REPO
+from .conftest import REPO, TUNED_SMOKE
 
 DOCS = REPO / "docs" / "findings"
 COMMITTED = sorted(DOCS.glob("*/data.json"))
-SMOKE = "rope_vs_learned_v2"  # the cheap tuned smoke (test_findings.py's CHEAP_TUNED)
+SMOKE = TUNED_SMOKE
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -65,20 +65,13 @@ def test_committed_data_rebuilds_its_doc(data_file, tmp_path, capsys):
 # ------------------------------------------------------------------------------------------- a real smoke sweep
 
 
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory, cache_dir):
-    """One smoke sweep of SMOKE with the sweeper's confirm phase, judged (its doc and data in the sweep dir):
-    (sweep dir, data file)."""
-    sweep = tmp_path_factory.mktemp("data_smoke") / "sweep"
-    env = {"ARCHLAB_CACHE": str(cache_dir), "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "ARCHLAB_PEAK_FLOPS": "1e12", "OMP_NUM_THREADS": "1"}
-    before = _tree(DOCS)
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
-        assert main([SMOKE, "--smoke", "--out-dir", str(sweep), "hydra.sweeper.confirm=true"]) == 0
-    assert _tree(DOCS) == before  # a smoke run's data never goes into docs/findings/
-    return sweep, sweep / SMOKE / rundata.DATA_NAME
+@pytest.fixture
+def smoke(tuned_smoke):
+    """The session's tuned smoke with the sweeper's confirm phase, judged (conftest.tuned_smoke: built once for
+    test_findings.py and this file): (sweep dir, data file)."""
+    assert tuned_smoke.returncode == 0, tuned_smoke.stderr[-3000:]
+    assert tuned_smoke.docs_unchanged  # a smoke run's data never goes into docs/findings/
+    return tuned_smoke.sweep, tuned_smoke.sweep / SMOKE / rundata.DATA_NAME
 
 
 def test_smoke_from_data_gives_the_smokes_own_doc_and_plotted_data(smoke, tmp_path, capsys):

@@ -300,6 +300,7 @@ def _tuned(train_cli, sweep: Path, *extra: str):
                      *extra)
 
 
+@pytest.mark.slow  # (~11 s; test_tune_confirm_real.py packs every phase of a tuned sweep in the default suite)
 def test_tuned_sweep_packs_each_arms_tuning_grid_and_final_seeds(train_cli, tmp_path):
     """hydra/sweeper=tuned with hydra/launcher=packed: the tuning phase is one pack per arm (4 lrs x 1 tuning seed),
     the final phase one pack per arm (its 2 fresh seeds, each at the arm's best lr)."""

@@ -123,6 +123,7 @@ def training_pid(job: str) -> int:
     raise AssertionError(f"no training process of job {job}")
 
 
+@pytest.mark.slow  # (~70 s; test_a_packed_task_is_requeued_and_every_member_resumes_exactly requeues by default)
 def test_sweep_with_a_config_error_and_a_requeue(slurm_env, cache_dir, tmp_path, make_cfg):
     """3 jobs through sbatch, one a config error: 2 completed, 1 failed, the report, exit 1. Job 0 gets SIGUSR2
     (what SLURM sends signal_delay_s before the time limit, or a preemption): it checkpoints, reads `requeued`, is

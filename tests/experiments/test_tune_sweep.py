@@ -107,6 +107,7 @@ def test_tuning_widening_and_final_runs_at_each_arms_best_lr(fake, monkeypatch, 
     assert (sweep / "report" / "basin.png").is_file()
 
 
+@pytest.mark.slow  # (~9 s; test_tuning_widening_and_final_runs_at_each_arms_best_lr widens in the default suite)
 def test_the_widen_cap_leaves_an_edge_optimum_flagged(fake, monkeypatch, tmp_path, capsys):
     sweep = tmp_path / "sweep"
     assert run_main(monkeypatch, sweep_argv(sweep, widen=1)) == 0
@@ -119,6 +120,7 @@ def test_the_widen_cap_leaves_an_edge_optimum_flagged(fake, monkeypatch, tmp_pat
     assert "model/pos=learned: best 0.003 (interior" in err
 
 
+@pytest.mark.slow  # (~8 s; test_tuning_widening_and_final_runs_at_each_arms_best_lr widens in the default suite)
 def test_widen_0_and_a_low_edge(fake, monkeypatch, tmp_path):
     sweep = tmp_path / "sweep"
     assert run_main(monkeypatch, sweep_argv(sweep, grid="[1e-2,3e-2,1e-1,3e-1]", widen=0)) == 0
@@ -166,6 +168,7 @@ def test_a_proxy_is_tuned_alone_and_its_lr_transferred_to_every_arm(fake, monkey
     assert "| model/pos=rope (proxy) | 0.09 | interior |" in md
 
 
+@pytest.mark.slow  # (~8 s; test_a_proxy_is_tuned_alone_and_its_lr_transferred_to_every_arm keeps the proxy default)
 def test_a_proxy_outside_the_arms_is_tuned_but_not_compared(fake, monkeypatch, tmp_path):
     """A proxy that sets a key the arms do not sweep (here a shorter train.steps: the proxy is a cheaper model) is
     a model of its own: tuned at a quarter of its own 4 steps, no final runs; both arms run at its best lr, 3e-3."""
