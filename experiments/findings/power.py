@@ -3,6 +3,7 @@ of interest (SESOI, δ > 0), so that its outcome (outcome.py) is likely to be de
 
     noise = noise_of([[-0.031, -0.004, -0.022, 0.010]], source="the tuning seeds' paired differences")
     p = plan("directional", sesoi=0.02, noise=noise, cap=32)   # p.n seeds per arm, p.power, p.capped
+    plan("directional", 0.02, noise, cap=10, family=2)        # one of 2 tests read at Bonferroni's 97.5%
     plan_text(p)     # one sentence with the numbers, for the doc
     plan_record(p)   # plain data (JSON types), for the registration record
 
@@ -21,13 +22,16 @@ pilot's σ̂ is itself noisy, the plan also states n at the one-sided 80% upper 
   one-dimensional integral over s (s²(n−1)/σ² is χ² on n − 1 df, d̄ normal and independent of s; Owen's Q function,
   computed with scipy.integrate.quad). Not the textbook noncentral-t shortcut P(T₁ > t) + P(T₂ < −t) − 1: its two
   statistics share s, and the shortcut is only a lower bound (tight at high power).
+**Family** (`family=k`, default 1): the test is one of k whose intervals a rule reads at Bonferroni's level, each
+at 1 − 0.05/k (directional) or 1 − 0.10/k (equivalence), as experiments/findings/sized.py reads k sizes: the same
+formulas with that interval's t quantile (t_{1−0.025/k}, t_{1−0.05/k}).
 **Plan**: the smallest n ≥ 2 whose power reaches the target (80%), searched n = 2, 3, ... up to `cap`; when the cap
 does not reach it the plan is `capped`: n is the cap and the plan states the power there. A scan, not a bisection:
 TOST's power is not monotone in n while it is below its 5% size (δ = σ/2: 2.4% at n = 2, 1.8% at n = 4, 2.0% at
 n = 5, the same in simulation), though it is from there on; the directional power grows with n throughout.
-Not handled: unpaired (Welch) designs, a true effect other than δ (directional) or 0 (equivalence), several tests
-at once (Holm's correction across a family lowers each test's level: plan such a family at its corrected level by
-hand), choosing δ (registered with the finding).
+Not handled: unpaired (Welch) designs, a true effect other than δ (directional) or 0 (equivalence), a family
+corrected otherwise than by Bonferroni (Holm's step-down has no fixed level per test), choosing δ (registered with
+the finding).
 """
 
 from __future__ import annotations
@@ -72,33 +76,36 @@ def noise_of(groups: Sequence[Sequence[float]], source: str = "") -> Noise:
     return Noise(math.sqrt(ss / df), df, source)
 
 
-def _check(n: int, sesoi: float, sd: float) -> None:
+def _check(n: int, sesoi: float, sd: float, family: int = 1) -> None:
     if not (isinstance(n, int) and n >= 2):
         raise ValueError(f"power needs n >= 2 pairs, got {n!r}")
+    if not (isinstance(family, int) and not isinstance(family, bool) and family >= 1):
+        raise ValueError(f"the family must be an integer >= 1 tests, got {family!r}")
     for name, v in (("SESOI", sesoi), ("sd", sd)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise ValueError(f"the {name} must be a finite number > 0, got {v!r}")
 
 
-def power_directional(n: int, sesoi: float, sd: float) -> float:
+def power_directional(n: int, sesoi: float, sd: float, family: int = 1) -> float:
     """P(the 95% interval of the mean of n paired differences lies entirely on the claimed side of 0) when the true
-    effect is `sesoi` in the claimed direction and the differences' sd is `sd` (module docstring)."""
+    effect is `sesoi` in the claimed direction and the differences' sd is `sd` (module docstring); the interval at
+    1 − 0.05/family for one test of a Bonferroni family."""
     from scipy import stats
 
-    _check(n, sesoi, sd)
+    _check(n, sesoi, sd, family)
     df = n - 1
-    return float(stats.nct.sf(stats.t.ppf(0.975, df), df, sesoi * math.sqrt(n) / sd))
+    return float(stats.nct.sf(stats.t.ppf(1 - 0.025 / family, df), df, sesoi * math.sqrt(n) / sd))
 
 
-def power_equivalence(n: int, sesoi: float, sd: float) -> float:
+def power_equivalence(n: int, sesoi: float, sd: float, family: int = 1) -> float:
     """P(the 90% interval of the mean of n paired differences lies inside ±sesoi) when the true difference is 0 and
     the differences' sd is `sd` (module docstring): ∫ [Φ(a − c·u) − Φ(−a + c·u)]⁺ f(x) dx over x = χ² on n − 1 df,
-    u = √(x/df), a = δ√n/σ, c = t_0.95."""
+    u = √(x/df), a = δ√n/σ, c = t_0.95 (t_{1−0.05/family}: the interval at 1 − 0.10/family)."""
     from scipy import integrate, stats
 
-    _check(n, sesoi, sd)
+    _check(n, sesoi, sd, family)
     df = n - 1
-    a, c = sesoi * math.sqrt(n) / sd, float(stats.t.ppf(0.95, df))
+    a, c = sesoi * math.sqrt(n) / sd, float(stats.t.ppf(1 - 0.05 / family, df))
     x_max = df * (a / c) ** 2  # beyond it the interval is wider than ±δ whatever d̄ is
 
     log_norm = -(df / 2) * math.log(2) - math.lgamma(df / 2)  # the χ² density's constant, in logs
@@ -130,13 +137,16 @@ class PowerPlan:
     target: float
     n_upper: int | None  # the plan's n at noise.upper(); None when the cap does not reach the target there
     sd_upper: float  # noise.upper()
+    family: int = 1  # the test is one of `family` read at Bonferroni's level (module docstring)
 
     @property
     def level(self) -> float:
-        return LEVEL[self.test]
+        """The two-sided interval the test reads: LEVEL[test], Bonferroni-corrected over the family."""
+        return LEVEL[self.test] if self.family == 1 else 1 - (1 - LEVEL[self.test]) / self.family
 
 
-def smallest_n(test: str, sesoi: float, sd: float, cap: int = CAP, target: float = TARGET) -> tuple[int, float, bool]:
+def smallest_n(test: str, sesoi: float, sd: float, cap: int = CAP, target: float = TARGET,
+               family: int = 1) -> tuple[int, float, bool]:
     """(n, power at n, capped): the smallest n in 2..cap with power >= target, else (cap, power at cap, True)."""
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose from {TESTS}")
@@ -145,25 +155,28 @@ def smallest_n(test: str, sesoi: float, sd: float, cap: int = CAP, target: float
     if not 0 < target < 1:
         raise ValueError(f"the target power must be in (0, 1), got {target!r}")
     for n in range(2, cap + 1):
-        p = POWER[test](n, sesoi, sd)
+        p = POWER[test](n, sesoi, sd, family)
         if p >= target:
             return n, p, False
     return cap, p, True
 
 
-def plan(test: str, sesoi: float, noise: Noise, cap: int = CAP, target: float = TARGET) -> PowerPlan:
-    """The plan for `test` ("directional" at true effect δ, "equivalence" at true difference 0), module docstring."""
-    n, p, capped = smallest_n(test, sesoi, noise.sd, cap, target)
+def plan(test: str, sesoi: float, noise: Noise, cap: int = CAP, target: float = TARGET, family: int = 1) -> PowerPlan:
+    """The plan for `test` ("directional" at true effect δ, "equivalence" at true difference 0), module docstring;
+    `family`: the number of tests read at Bonferroni's level with it."""
+    n, p, capped = smallest_n(test, sesoi, noise.sd, cap, target, family)
     sd_upper = noise.upper()
-    n_up, _, capped_up = smallest_n(test, sesoi, sd_upper, cap, target)
-    return PowerPlan(test, float(sesoi), noise, n, p, capped, cap, target, None if capped_up else n_up, sd_upper)
+    n_up, _, capped_up = smallest_n(test, sesoi, sd_upper, cap, target, family)
+    return PowerPlan(test, float(sesoi), noise, n, p, capped, cap, target, None if capped_up else n_up, sd_upper,
+                     family)
 
 
 def plan_text(p: PowerPlan, unit: str = "nats", digits: int = 3) -> str:
     """The plan in one sentence, for a doc."""
-    what = (f"to find the 95% CI on the claimed side of 0 when the true effect is the SESOI {p.sesoi:g} {unit} "
+    ci = f"{100 * p.level:.4g}% CI" + (f" (Bonferroni over {p.family} tests)" if p.family > 1 else "")
+    what = (f"to find the {ci} on the claimed side of 0 when the true effect is the SESOI {p.sesoi:g} {unit} "
             "(paired t)" if p.test == "directional" else
-            f"to find the 90% CI inside ±{p.sesoi:g} {unit} (TOST, equivalence) when the true difference is 0")
+            f"to find the {ci} inside ±{p.sesoi:g} {unit} (TOST, equivalence) when the true difference is 0")
     noise = (f"the sd {p.noise.sd:.{digits}f} {unit} of the per-seed paired differences (df {p.noise.df}"
              + (f", {p.noise.source}" if p.noise.source else "") + ")")
     upper = (f"{p.n_upper} seeds" if p.n_upper is not None else f"more than the cap of {p.cap}")
@@ -175,7 +188,7 @@ def plan_text(p: PowerPlan, unit: str = "nats", digits: int = 3) -> str:
 
 def plan_record(p: PowerPlan) -> dict[str, Any]:
     """The plan as plain data (str, int, float, bool, None), for a registration record."""
-    return {"test": p.test, "level": p.level, "sesoi": p.sesoi, "target": p.target, "cap": p.cap,
+    return {"test": p.test, "level": p.level, "family": p.family, "sesoi": p.sesoi, "target": p.target, "cap": p.cap,
             "noise": {"sd": p.noise.sd, "df": p.noise.df, "source": p.noise.source},
             "n": p.n, "power": p.power, "capped": p.capped, "sd_upper": p.sd_upper, "upper_confidence": UPPER,
             "n_upper": p.n_upper}

@@ -17,7 +17,8 @@ from experiments.findings.claims import protocol_v3 as v3
 from experiments.findings.pilot import pooled_noise
 from experiments.findings.sized import across_sizes
 
-V3 = ["rope_vs_learned_v3", "swiglu_vs_gelu_v3"]
+V3_SIZED = ["rope_vs_learned_v3", "swiglu_vs_gelu_v3"]  # the three-size findings (sized.py)
+V3 = [*V3_SIZED, "gqa_vs_mha_v3", "tied_vs_untied_v3"]  # and issue 32 §3.2's at size L: test_findings_v3_l.py
 # (d_model, heads, non-embedding params of the GELU model): 12 d² per layer (attention 4 d², MLP 8 d²) plus biases
 # (attention 4 d, MLP 4 d + d) and two LayerNorms (4 d) per layer, and the final LayerNorm (2 d)
 HAND = {"s": 32, "m": 64, "l": 128}
@@ -30,7 +31,7 @@ def _non_embedding(d: int, layers: int = 4) -> int:
 # ------------------------------------------------------------------------------------------------ the YAMLs
 
 
-@pytest.mark.parametrize("name", V3)
+@pytest.mark.parametrize("name", V3_SIZED)
 @pytest.mark.parametrize("size", ["s", "m", "l"])
 def test_each_v3_yaml_composes_to_protocol_v3_at_every_size(name, size):
     f = FINDINGS[name]
