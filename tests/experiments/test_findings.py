@@ -131,7 +131,9 @@ def _check_smoke(name: str, sweep: Path, out: str, tmp_path: Path) -> None:
     for said in ("## Verdict", "**Verdict", "## Multiple comparisons", "Seeds needed", "seeds per group",
                  "## What was tried", "better (", "worse ("):
         assert said not in text, said
-    assert "reproduced" not in text.lower() and "partly" not in text
+    # the registered setup text may name the rule's outcomes (the v3 claims list them); the rest of the doc never does
+    unregistered = text.replace(f.setup, "")
+    assert "reproduced" not in unregistered.lower() and "partly" not in unregistered
     assert "python -m experiments.findings " + name + " --smoke" in text and "data=tinystories" in text
     assert re.search(r"Wall time of the whole sweep on this machine: \d+ (s|min)", text)
 
