@@ -159,8 +159,10 @@ def results_table(comparison: dict[str, Any], records: list[RunRecord], name: st
 
 def family_lines(family: Family | None) -> list[str]:
     """The "Multiple comparisons" section's body: the tests the rule read, k, raw and Holm-adjusted p."""
-    if family is None:
-        return ["The rule reads no test against a baseline: there is nothing to correct.", ""]
+    if family is None:  # no p-values: e.g. the v3 rules, which read each part on a Bonferroni-level interval
+        return ["The rule reads no p-value against a baseline, so Holm's correction does not apply; a correction the "
+                "rule makes itself (e.g. intervals at a Bonferroni level across sizes or comparisons) is in its "
+                "registered text (Setup).", ""]
     if family.k == 1:
         p = "—" if family.p[0] is None else f"{family.p[0]:.3g}"
         return [f"The rule reads one comparison ({family.what}): k = 1, so Holm's correction leaves its p as it is "
