@@ -198,18 +198,18 @@ def tuned_smoke(tmp_path_factory) -> Smoke:
                    "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "ARCHLAB_PEAK_FLOPS": "1e12",
                    "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
             docs = REPO / "docs" / "findings"
-            before = _files(docs)
+            before = file_stats(docs)
             p = subprocess.run([PYTHON, "-m", "experiments.findings", TUNED_SMOKE, "--smoke", "--out-dir", str(sweep),
                                 "hydra.sweeper.confirm=true"], cwd=REPO, env=env, capture_output=True, text=True,
                                timeout=280)
             result = {"name": TUNED_SMOKE, "sweep": str(sweep), "returncode": p.returncode, "stdout": p.stdout,
-                      "stderr": p.stderr, "docs_unchanged": _files(docs) == before}
+                      "stderr": p.stderr, "docs_unchanged": file_stats(docs) == before}
             done.write_text(json.dumps(result))
     r = json.loads(done.read_text())
     return Smoke(**{**r, "sweep": Path(r["sweep"])})
 
 
-def _files(folder: Path) -> dict[str, tuple[int, int]]:
-    """{relative path: (mtime_ns, size)} of every file below folder."""
+def file_stats(folder: Path) -> dict[str, tuple[int, int]]:
+    """{relative path: (mtime_ns, size)} of every file below folder ({} when it is not a dir)."""
     return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
             for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}

@@ -28,14 +28,9 @@ from experiments.findings import index as index_lib
 from experiments.findings.cli import judge, main
 from experiments.findings.tuned import is_tuned
 
-from .conftest import PYTHON, REPO, TUNED_SMOKE
+from .conftest import PYTHON, REPO, TUNED_SMOKE, file_stats
 
 DOCS = REPO / "docs" / "findings"
-
-
-def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
-            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
 
 
 @pytest.fixture
@@ -87,13 +82,13 @@ def test_smoke_run_writes_a_doc_that_says_pipeline_ok_and_draws_no_verdict(name,
     f = FINDINGS[name]
     if f.requires is not None and (why := f.requires()):
         pytest.skip(f"{name}: {why}")
-    before = _snapshot(DOCS)
+    before = file_stats(DOCS)
     sweep = tmp_path / "sweep"
     jobs = ["--jobs", "2"] if name == "rope_vs_learned" else []  # one finding goes through joblib_2, as full runs do
     rc = main([name, "--smoke", "--out-dir", str(sweep), *jobs])
     out, err = capfd.readouterr()
     assert rc == 0, err[-3000:]
-    assert _snapshot(DOCS) == before  # a smoke run never writes into docs/findings/
+    assert file_stats(DOCS) == before  # a smoke run never writes into docs/findings/
     _check_smoke(name, sweep, out, tmp_path)
 
 
@@ -193,12 +188,12 @@ def test_unknown_name_is_one_line_and_exit_2():
 
 
 def test_smoke_refuses_a_doc_inside_docs_findings(tmp_path, capsys):
-    before = _snapshot(DOCS)
+    before = file_stats(DOCS)
     rc = main(["rope_vs_learned", "--smoke", "--out-dir", str(tmp_path / "s"), "--doc", str(DOCS / "x.md")])
     assert rc == 2
     err = capsys.readouterr().err
     assert err.startswith("findings: error: --smoke never writes into") and len(err.strip().splitlines()) == 1
-    assert _snapshot(DOCS) == before and not (tmp_path / "s").exists()
+    assert file_stats(DOCS) == before and not (tmp_path / "s").exists()
 
 
 def test_a_config_mistake_is_one_line_before_any_run(tmp_path, capfd):
