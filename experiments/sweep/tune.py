@@ -47,13 +47,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.core.utils import JobReturn
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.run.interrupt import release_sweep, sweep_stopped
 from experiments.rundir.layout import RunDir, RunStatus
 from experiments.rundir.tracking import flatten_config
 from experiments.sweep.resume import sweep_resume_command
 from experiments.sweep.tune_confirm import confirm_lines, confirm_plan, confirm_widening, confirmed
+from experiments.sweep.tune_dirs import JobDirs
 from experiments.sweep.tune_select import loss_spread, next_point, pick_best, point_losses
 from experiments.sweep.tune_spec import SEED_KEY, TuneError, declare, horizon_override
 from experiments.sweep.tuning_record import (NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun,
@@ -107,6 +108,7 @@ class TunedSweep:
         self.resume = bool(OmegaConf.select(config, "train.resume", default=False))
         self.next_idx = 0
         self.returns: list[Sequence[JobReturn]] = []
+        self.dirs = JobDirs(self._compose)
 
     # -- the plan -------------------------------------------------------------------------------------------------
 
@@ -137,7 +139,7 @@ class TunedSweep:
 
     def _run_config(self, arm: list[str]) -> dict[str, Any]:
         """The run config (plain, resolved, no hydra node) of the arm's final runs but for their seed and tuned key."""
-        cfg = self._compose([*arm, *self._fixed(arm).values()])
+        cfg = self.dirs.arm([*arm, *self._fixed(arm).values()])  # kept: each job's dir is found from it
         try:
             return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
         except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve, as one line
@@ -170,7 +172,9 @@ class TunedSweep:
                 key, _, short = self.horizons[arm]
                 (own if key in own else fixed)[key] = f"{key}={short}"
             overrides = [*own.values(), f"{self.spec.key}={lr!r}", f"{SEED_KEY}={seed}", *fixed.values()]
-            out.append(Job(self.next_idx, overrides, self._job_dir(overrides, self.next_idx), arm, lr, seed))
+            arm_config = [*self.arm_lines[arm], *self._fixed(self.arm_lines[arm]).values()]  # as _run_config's
+            run_dir = self.dirs.job_dir(arm_config, overrides, self.next_idx)
+            out.append(Job(self.next_idx, overrides, run_dir, arm, lr, seed))
             self.next_idx += 1
         return out
 
@@ -178,14 +182,6 @@ class TunedSweep:
         """The fixed overrides ({key: `key=value`}) but those the arm sets itself (a proxy may set a fixed key)."""
         own = {line.split("=", 1)[0] for line in arm}
         return {k: line for k, line in self.fixed if k not in own}
-
-    def _job_dir(self, overrides: list[str], idx: int) -> Path:
-        """The dir Hydra's launchers give job `idx`: hydra.sweep.dir / hydra.sweep.subdir, composed as they do."""
-        cfg = self._compose(overrides)
-        with open_dict(cfg):
-            cfg.hydra.job.id = idx
-            cfg.hydra.job.num = idx
-        return Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(OmegaConf.select(cfg, "hydra.sweep.subdir"))
 
     # -- launching ------------------------------------------------------------------------------------------------
 
