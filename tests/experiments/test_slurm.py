@@ -110,12 +110,15 @@ def started_training(sweep: Path) -> bool:
 
 def training_pid(job: str) -> int:
     """The pid of array job `job`'s training process (the python of its srun step), found by its SLURM_* environment
-    (proctrack/linuxproc has no `scontrol listpids`)."""
+    (proctrack/linuxproc has no `scontrol listpids`). The `srun` that started it has the same environment and the
+    same module in its command line: killing srun makes SLURM SIGTERM the step, so it is skipped by its argv[0]
+    (which of the two comes first in /proc depends on where the pids wrapped)."""
     array, task = job.split("_")
     wanted = {f"SLURM_ARRAY_JOB_ID={array}".encode(), f"SLURM_ARRAY_TASK_ID={task}".encode()}
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and b"submitit.core._submit" in (proc / "cmdline").read_bytes() \
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+            if b"submitit.core._submit" in argv and Path(argv[0].decode()).name != "srun" \
                     and wanted <= set((proc / "environ").read_bytes().split(b"\0")):
                 return int(proc.name)
         except OSError:
