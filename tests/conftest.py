@@ -34,10 +34,13 @@ SHARED_DATA = Path(os.environ.get("ARCHLAB_SHARED_DATA", REPO_ROOT.parent / "sha
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the `slurm` tests share one worker: they
-    share one local cluster, which their session fixture starts and stops."""
-    for item in items:
-        if item.get_closest_marker("slurm"):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
+    share one local cluster, which their session fixture starts and stops. They go first: as one unit of work (~2
+    minutes, mostly waiting on the cluster) reached late, one worker ran them while the other had finished."""
+    slurm = [item for item in items if item.get_closest_marker("slurm")]
+    for item in slurm:
+        item.add_marker(pytest.mark.xdist_group("slurm"))
+    first = set(slurm)
+    items[:] = slurm + [item for item in items if item not in first]
 
 
 @pytest.fixture(scope="session")
