@@ -52,8 +52,9 @@ UNGROUPED: list[str] = []  # slurm tests whose ids lack their xdist group on thi
 def pytest_collection_finish(session):
     """On an xdist worker under --dist loadgroup: the slurm tests must carry their group in their ids (what xdist
     schedules by); with a pytest/xdist pair where they do not (pyproject.toml's pin) each fails, saying so, instead
-    of racing another worker for the cluster."""
-    if os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup"):
+    of racing another worker for the cluster. (A pytest run inside a test inherits PYTEST_XDIST_WORKER without
+    being a worker: it has no loadgroup option.)"""
+    if os.environ.get("PYTEST_XDIST_WORKER") and getattr(session.config.option, "loadgroup", False):
         UNGROUPED.extend(item.nodeid for item in session.items
                          if item.get_closest_marker("slurm") and not item.nodeid.endswith("@slurm"))
 
