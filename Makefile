@@ -18,7 +18,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.archlab-installed
 # PYTHONDONTWRITEBYTECODE emptied: the tests start many interpreters (CLI subprocesses, xdist workers, sweep jobs);
 # where the environment sets it (as this workplace's does), each compiled the repo's modules again: 944 -> 868 CPU-s
-# for the suite (docs/benchmarks.md#test-suite). __pycache__/ is in .gitignore.
+# for the suite (docs/benchmarks.md, "Test suite"). __pycache__/ is in .gitignore.
 PYTEST_ENV := WANDB_MODE=disabled HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONDONTWRITEBYTECODE=
 PYTEST := $(PYTEST_ENV) $(PY) -m pytest
 # pytest-xdist: one worker per core (TEST_WORKERS=0 runs in this process); the slurm tests share one worker

@@ -139,7 +139,7 @@ class TunedSweep:
 
     def _run_config(self, arm: list[str]) -> dict[str, Any]:
         """The run config (plain, resolved, no hydra node) of the arm's final runs but for their seed and tuned key."""
-        cfg = self.dirs.arm([*arm, *self._fixed(arm).values()])  # kept: each job's dir is found from it
+        cfg = self.dirs.arm(self._arm_overrides(arm))  # kept: each job's dir is found from it
         try:
             return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
         except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve, as one line
@@ -172,11 +172,14 @@ class TunedSweep:
                 key, _, short = self.horizons[arm]
                 (own if key in own else fixed)[key] = f"{key}={short}"
             overrides = [*own.values(), f"{self.spec.key}={lr!r}", f"{SEED_KEY}={seed}", *fixed.values()]
-            arm_config = [*self.arm_lines[arm], *self._fixed(self.arm_lines[arm]).values()]  # as _run_config's
-            run_dir = self.dirs.job_dir(arm_config, overrides, self.next_idx)
+            run_dir = self.dirs.job_dir(self._arm_overrides(self.arm_lines[arm]), overrides, self.next_idx)
             out.append(Job(self.next_idx, overrides, run_dir, arm, lr, seed))
             self.next_idx += 1
         return out
+
+    def _arm_overrides(self, arm: list[str]) -> list[str]:
+        """The overrides of the arm's config (_run_config's, kept by self.dirs): its lines, then the fixed ones."""
+        return [*arm, *self._fixed(arm).values()]
 
     def _fixed(self, arm: list[str]) -> dict[str, str]:
         """The fixed overrides ({key: `key=value`}) but those the arm sets itself (a proxy may set a fixed key)."""

@@ -64,8 +64,9 @@ class JobDirs:
         if base is None:
             return None
         try:
-            changed = self._parser.parse_overrides([o for o in overrides if o not in set(arm)])
-            gone = {o.key_or_group for o in self._parser.parse_overrides([o for o in arm if o not in set(overrides)])}
+            parsed, arm_lines, job_lines = self._parser.parse_overrides(list(overrides)), set(arm), set(overrides)
+            changed = [o for line, o in zip(overrides, parsed) if line not in arm_lines]
+            gone = {o.key_or_group for o in self._parser.parse_overrides([o for o in arm if o not in job_lines])}
             keys, groups = {o.key_or_group for o in changed}, set(base.hydra.runtime.choices.keys())
             if not gone <= keys or any(k.startswith("hydra") or k in groups or "/" in k for k in keys):
                 return None  # an arm line dropped (its default comes back), or a group or hydra key changed
@@ -76,7 +77,7 @@ class JobDirs:
             cfg = copy.deepcopy(base)
             ConfigLoaderImpl._apply_overrides_to_config(changed, cfg)
             od = cfg.hydra.job.config.override_dirname
-            task = [o for o in self._parser.parse_overrides(list(overrides)) if not o.is_hydra_override()]
+            task = [o for o in parsed if not o.is_hydra_override()]
             with open_dict(cfg):
                 cfg.hydra.job.override_dirname = get_overrides_dirname(
                     overrides=task, exclude_keys=list(od.exclude_keys), item_sep=od.item_sep, kv_sep=od.kv_sep)
