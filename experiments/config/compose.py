@@ -10,6 +10,8 @@ cwd is not changed. Importing this module registers what conf/ needs besides its
 `@hydra.main(config_path=CONF_DIR)` in experiments/run/train.py composes the same config.
 Whatever Hydra refuses while composing (a value of the wrong type, a key outside the schema, a missing option)
 is raised as one ConfigError naming the key (`train.flops: must be a number > 0 or null, got 'abc'`).
+Importing it also installs experiments.config.compose_cache: each composition in the process (this one, Hydra's for
+`python -m experiments.train` and for each job of a sweep) merges the defaults once per set of group choices.
 Without the hydra node (return_hydra_config=False) the launcher is irrelevant, so an experiment whose defaults name a
 launcher plugin (hydra/launcher: joblib_2) composes with Hydra's basic launcher unless the overrides choose one:
 composing a finding's config needs no hydra-joblib-launcher.
@@ -24,6 +26,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from experiments.config import compose_cache
 from experiments.config import resolvers  # noqa: F401  (registers ${archlab_dirname:...} on import)
 from experiments.config.errors import ConfigError
 from experiments.config.rules import omegaconf_error
@@ -68,3 +71,4 @@ def composition_error(e: Exception, overrides: list[str]) -> ConfigError:
 
 
 register()
+compose_cache.install()

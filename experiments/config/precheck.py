@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.config.argv import parse_command
 from experiments.config.check import validate
@@ -224,7 +224,9 @@ def precheck(argv: list[str]) -> None:
             keyed.append(o)
     check_launcher(launcher_choice(overrides, groups))
 
-    base = compose_config(group_overrides, return_hydra_config=False)
+    base = compose_config(group_overrides, return_hydra_config=True)  # its hydra node: the group choices of `point`
+    with open_dict(base):  # below, composed once for both (experiments.config.compose_cache)
+        del base["hydra"]
     plain = OmegaConf.to_container(base, resolve=False)
     for o in keyed:
         if _new_mapping_key(o.key_or_group, base):  # +data.extra_eval.NAME=PATH: a key added to a mapping field

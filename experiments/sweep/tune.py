@@ -47,14 +47,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.core.utils import JobReturn
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.run.interrupt import release_sweep, sweep_stopped
 from experiments.rundir.layout import RunDir, RunStatus
 from experiments.rundir.tracking import flatten_config
 from experiments.sweep.resume import sweep_resume_command
 from experiments.sweep.tune_confirm import confirm_lines, confirm_plan, confirm_widening, confirmed
-from experiments.sweep.tune_dirs import JobDirs
 from experiments.sweep.tune_select import loss_spread, next_point, pick_best, point_losses
 from experiments.sweep.tune_spec import SEED_KEY, TuneError, declare, horizon_override
 from experiments.sweep.tuning_record import (NOT_STARTED, ArmResult, TuningRecord, TuningRecordError, TuningRun,
@@ -108,7 +107,6 @@ class TunedSweep:
         self.resume = bool(OmegaConf.select(config, "train.resume", default=False))
         self.next_idx = 0
         self.returns: list[Sequence[JobReturn]] = []
-        self.dirs = JobDirs(self._compose)
 
     # -- the plan -------------------------------------------------------------------------------------------------
 
@@ -139,7 +137,7 @@ class TunedSweep:
 
     def _run_config(self, arm: list[str]) -> dict[str, Any]:
         """The run config (plain, resolved, no hydra node) of the arm's final runs but for their seed and tuned key."""
-        cfg = self.dirs.arm(self._arm_overrides(arm))  # kept: each job's dir is found from it
+        cfg = self._compose(self._arm_overrides(arm))
         try:
             return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
         except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve, as one line
@@ -172,13 +170,23 @@ class TunedSweep:
                 key, _, short = self.horizons[arm]
                 (own if key in own else fixed)[key] = f"{key}={short}"
             overrides = [*own.values(), f"{self.spec.key}={lr!r}", f"{SEED_KEY}={seed}", *fixed.values()]
-            run_dir = self.dirs.job_dir(self._arm_overrides(self.arm_lines[arm]), overrides, self.next_idx)
+            run_dir = self._job_dir(overrides, self.next_idx)
             out.append(Job(self.next_idx, overrides, run_dir, arm, lr, seed))
             self.next_idx += 1
         return out
 
+    def _job_dir(self, overrides: list[str], idx: int) -> Path:
+        """The dir a launcher gives job `idx`: its config composed as the launcher composes it (each composition
+        after an arm's first is a copy with the job's values: experiments.config.compose_cache), hydra.job.num and
+        .id set to idx, hydra.sweep.dir / hydra.sweep.subdir resolved."""
+        cfg = self._compose(overrides)
+        with open_dict(cfg):
+            cfg.hydra.job.id = idx
+            cfg.hydra.job.num = idx
+        return Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(OmegaConf.select(cfg, "hydra.sweep.subdir"))
+
     def _arm_overrides(self, arm: list[str]) -> list[str]:
-        """The overrides of the arm's config (_run_config's, kept by self.dirs): its lines, then the fixed ones."""
+        """The overrides of the arm's config (_run_config's): its lines, then the fixed ones."""
         return [*arm, *self._fixed(arm).values()]
 
     def _fixed(self, arm: list[str]) -> dict[str, str]:

@@ -5,7 +5,6 @@ files and tiktoken's own published pattern), on real text files and hypothesis t
 from __future__ import annotations
 
 import functools
-import unicodedata
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import regex
 from hypothesis import example, given, settings
 
 from tests.tokenizer.tokenizers_for_tests import (
-    EOT, MAX_EXAMPLES, TIKTOKEN_PATTERNS, gpt2_tokenizer, text_strategy, tiktoken_gpt2, trained_tokenizer,
+    EOT, MAX_EXAMPLES, TIKTOKEN_PATTERNS, assigned, gpt2_tokenizer, text_strategy, tiktoken_gpt2, trained_tokenizer,
 )
 from tokenizer.pretokenize import splitter
 
@@ -44,15 +43,6 @@ def test_files_match_tiktoken(pair, shared_data, name):
     assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
     assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
     assert ours.decode(ours.encode_ordinary(text)) == text
-
-
-def assigned(text: str) -> str:
-    """`text` with every code point that Python's Unicode tables (unicodedata, 14.0 on 3.11) leave unassigned
-    replaced by U+FFFD. Both regex engines read letter / number classes from their own Unicode version: `regex`
-    (ours) knows characters assigned since (e.g. U+323B0, CJK Extension H, Unicode 15: a letter), tiktoken's engine
-    may not, and then the two split differently. That is a difference of Unicode tables, not of BPE, so the
-    comparison with tiktoken keeps to characters both know; round trips still cover every code point."""
-    return "".join(c if unicodedata.category(c) != "Cn" else "\ufffd" for c in text)
 
 
 def test_assigned_keeps_known_characters_and_replaces_new_ones():

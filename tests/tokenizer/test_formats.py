@@ -12,7 +12,9 @@ import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.tokenizer.tokenizers_for_tests import EOT, MAX_EXAMPLES, TIKTOKEN_PATTERNS, gpt2_tokenizer, text_strategy, trained_tokenizer
+from tests.tokenizer.tokenizers_for_tests import (
+    EOT, MAX_EXAMPLES, TIKTOKEN_PATTERNS, assigned, gpt2_tokenizer, text_strategy, trained_tokenizer,
+)
 from tokenizer.formats import bytes_to_unicode, rank_bpe, tiktoken_incompatibility, token_to_unicode, unicode_to_token
 from tokenizer.tokenizer import Tokenizer
 
@@ -62,7 +64,7 @@ def test_hf_export_gpt2_gives_identical_ids(tmp_path, shared_data):
 
 
 @settings(deadline=None, max_examples=MAX_EXAMPLES)
-@given(text=text_strategy(), pattern=st.sampled_from(["gpt2", "gpt4"]))
+@given(text=text_strategy().map(assigned), pattern=st.sampled_from(["gpt2", "gpt4"]))
 def test_hf_export_hypothesis(tmp_path_factory, text, pattern):
     tok = trained_tokenizer(pattern)
     hf = _hf_cached(tok, tmp_path_factory)
@@ -70,7 +72,7 @@ def test_hf_export_hypothesis(tmp_path_factory, text, pattern):
 
 
 @settings(deadline=None, max_examples=MAX_EXAMPLES)
-@given(text=text_strategy())
+@given(text=text_strategy().map(assigned))
 def test_hf_and_tiktoken_export_gpt2_hypothesis(tmp_path_factory, shared_data, text):
     tok = gpt2_tokenizer(shared_data)
     hf = _hf_cached(tok, tmp_path_factory)
@@ -129,7 +131,7 @@ def test_tiktoken_export_gpt2(tmp_path, shared_data):
 
 
 @settings(deadline=None, max_examples=MAX_EXAMPLES)
-@given(text=text_strategy())
+@given(text=text_strategy().map(assigned))
 def test_tiktoken_export_hypothesis(tmp_path_factory, text):
     tok = trained_tokenizer("gpt2")
     key = "tt" + tok.fingerprint()

@@ -1,0 +1,137 @@
+"""Hydra's composition of a run config, done in full once per set of config-group choices in a process.
+
+    install()          # experiments.config.compose does it on import: every composition below goes through it
+    with uncached():   # Hydra's own composition, every time (the reference tests/experiments/test_compose_cache.py
+        ...            # compares against)
+
+Every composition of a run config (compose_config, `python -m experiments.train`'s own, each job of a sweep: Hydra's
+launchers and sweepers compose each job, the basic sweeper twice) is ConfigLoaderImpl.load_configuration. It costs
+~0.15 s on a CPU, about as much as a tiny model's training, and most of it goes to merging the defaults, which only
+the group overrides (`model=tiny`, `model/pos=rope`, `experiment=X`, `hydra/launcher=joblib`) choose. The value
+overrides (`seed=3`, `train.steps=8`, `+data.extra_eval.x=...`, `~train.flops`, `hydra.sweep.dir=...`) Hydra
+applies after that merge, with ConfigLoaderImpl._apply_overrides_to_config; a group override is an override whose
+key is a config group in the loader's repository and whose value is not a dict (Hydra's defaults_list.Overrides).
+
+So the config of the group overrides alone is composed by Hydra and kept (keyed by the config name, the group
+overrides in order, the loader's config sources, and what Hydra records from its state: the cwd, the version_base;
+the job's name, which Hydra gives a config that names none, is set at each use), and each composition with the same
+group overrides is a copy of it with the value overrides applied by the same Hydra function, then the hydra node's
+records of the overrides written as Hydra writes them (hydra.overrides.task / .hydra in the command line's order,
+hydra.job.override_dirname). A copy and the overrides take a few ms.
+Composed in full instead (Hydra's path, unchanged): a multirun master config, a sweep value (`seed=1,2`), overrides
+Hydra's grammar refuses, a value override of hydra.searchpath or hydra.job.env_copy (Hydra reads them while
+composing), and any error of the group overrides' composition (Hydra's own error then names the user's overrides).
+Errors of the value overrides are Hydra's: the same function raises them, wrapped as load_configuration wraps them.
+Not handled: a cache across processes (each `python -m experiments.train` composes its group choices once); a YAML
+file or a ConfigStore entry changed after a process composed it (the cache keeps the first composition).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import sys
+from collections import OrderedDict
+from typing import Any, Iterator
+
+from hydra import version
+from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobRuntime
+from hydra.errors import ConfigCompositionException
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
+
+CACHED = 32  # compositions kept (least recently used dropped): a process uses a handful of group choices
+_BY_GROUPS: OrderedDict[tuple, tuple[DictConfig, bool]] = OrderedDict()  # key -> (config, its job name is Hydra's)
+UNNAMED = "<compose_cache: the job's name at each use>"
+_HYDRAS = ConfigLoaderImpl.load_configuration  # Hydra's own
+_state = {"enabled": True}
+UNCACHED_KEYS = ("hydra.searchpath", "hydra.job.env_copy")
+
+
+def install() -> None:
+    """Route ConfigLoaderImpl.load_configuration through the cache (idempotent)."""
+    ConfigLoaderImpl.load_configuration = _load_configuration
+
+
+@contextlib.contextmanager
+def uncached() -> Iterator[None]:
+    """Hydra's own composition for every load inside the block."""
+    before = _state["enabled"]
+    _state["enabled"] = False
+    try:
+        yield
+    finally:
+        _state["enabled"] = before
+
+
+def _load_configuration(self: ConfigLoaderImpl, config_name: str | None, overrides: list[str], run_mode: RunMode,
+                        from_shell: bool = True, validate_sweep_overrides: bool = True) -> DictConfig:
+    def hydras(lines: list[str]) -> DictConfig:
+        return _HYDRAS(self, config_name, lines, run_mode, from_shell, validate_sweep_overrides)
+
+    split = _split(self, overrides) if _state["enabled"] and run_mode == RunMode.RUN else None
+    if split is None:
+        return hydras(overrides)
+    parsed, groups = split
+    key = (config_name, tuple(groups), os.getcwd(), str(version.getbase()),
+           tuple((s.provider, s.path) for s in self.get_sources()))
+    cached = _BY_GROUPS.get(key)
+    if cached is None:
+        runtime = JobRuntime().get("name")
+        JobRuntime().set("name", UNNAMED)  # the job's name Hydra gives a config that names none: set per use
+        try:
+            base = hydras(groups)
+        except Exception:  # noqa: BLE001 - the full composition raises it with the user's overrides
+            return hydras(overrides)
+        finally:
+            JobRuntime().set("name", runtime)
+        if base.hydra.job.env_copy:
+            return hydras(overrides)  # env_set is read from the environment at composition
+        cached = _BY_GROUPS[key] = (base, base.hydra.job.name == UNNAMED)
+        while len(_BY_GROUPS) > CACHED:
+            _BY_GROUPS.popitem(last=False)
+    _BY_GROUPS.move_to_end(key)
+    base, unnamed = cached
+    try:  # as load_configuration wraps what _load_configuration_impl raises
+        return _with_values(base, parsed, groups, JobRuntime().get("name") if unnamed else None)
+    except OmegaConfBaseException as e:
+        raise ConfigCompositionException().with_traceback(sys.exc_info()[2]) from e
+
+
+def _split(loader: ConfigLoaderImpl, overrides: list[str]) -> tuple[list[Any], list[str]] | None:
+    """(every override parsed, the group overrides' lines), or None where only the full composition is sure."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - Hydra's grammar refuses it: its own composition says how
+        return None
+    if any(o.is_sweep_override() for o in parsed):
+        return None
+    repo = loader.repository
+    groups = [o.input_line for o in parsed if not isinstance(o.value(), dict) and repo.group_exists(o.key_or_group)]
+    if any(o.key_or_group.startswith(UNCACHED_KEYS) for o in parsed):
+        return None
+    return parsed, groups
+
+
+def _with_values(base: DictConfig, parsed: list[Any], groups: list[str], name: str | None) -> DictConfig:
+    """A copy of `base` (the group overrides' config) made into the config of every override in `parsed`; `name`:
+    the job's name Hydra gives now (None: the config's own)."""
+    cfg = copy.deepcopy(base)
+    OmegaConf.clear_cache(cfg)
+    if name is not None:
+        cfg.hydra.job.name = name
+    group_lines = set(groups)
+    values = [o for o in parsed if o.input_line not in group_lines]
+    ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+    task = [o for o in parsed if not o.is_hydra_override()]
+    od = cfg.hydra.job.config.override_dirname
+    with read_write(cfg.hydra), open_dict(cfg.hydra):
+        cfg.hydra.overrides.task = [o.input_line for o in task]
+        cfg.hydra.overrides.hydra = [o.input_line for o in parsed if o.is_hydra_override()]
+        cfg.hydra.job.override_dirname = get_overrides_dirname(overrides=task, kv_sep=od.kv_sep,
+                                                               item_sep=od.item_sep, exclude_keys=od.exclude_keys)
+    return cfg
