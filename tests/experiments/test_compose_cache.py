@@ -83,7 +83,7 @@ VALUE_LINES = ["seed=0", "seed=9", "train.steps=3", "train.steps=-3", "optim.lr=
                "~train.flops", "++train.steps=4", "hydra.run.dir=out/here", "hydra.job.name=other", "data.name=foo"]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(groups=st.lists(st.sampled_from(GROUP_LINES), max_size=3), values=st.lists(st.sampled_from(VALUE_LINES),
        max_size=4), hydra=st.booleans(), seed=st.randoms(use_true_random=False))
 def test_any_mix_of_group_choices_and_values_composes_as_hydra_does(groups, values, hydra, seed):

@@ -258,8 +258,8 @@ def _packed_reference(make_cfg, tmp_path) -> list[Path]:
 def test_a_packed_task_is_requeued_and_every_member_resumes_exactly(slurm_env, cache_dir, tmp_path, make_cfg):
     """2 seeds packed into one array task; SIGUSR2 to it: both members checkpoint and read `requeued` (the same
     decision, the same step), SLURM requeues the task, and it resumes both (train.resume=true for each). Each
-    member's curve: every step once, equal bit for bit to the same pack trained without a stop (and within
-    test_pack's packed bound of its solo run over its first 50 steps)."""
+    member's curve: every step once, equal bit for bit to the same pack trained without a stop (a pack equals its
+    members' solo runs within test_pack's bound: that is test_pack's to check)."""
     sweep = tmp_path / "sweep"
     proc = submit(slurm_env, sweep, *PACKED, f"data.cache_dir={cache_dir}", "hydra.launcher.timeout_min=60")
     wait_until(lambda: started_training(sweep), what="the packed task to train")
@@ -280,7 +280,7 @@ def test_a_packed_task_is_requeued_and_every_member_resumes_exactly(slurm_env, c
     assert "2 job(s) packed into 1 SLURM array task(s) of sizes [2]" in out
     log = "".join(p.read_text() for p in (sweep / ".submitit").rglob(f"{task}/*_log.*"))
     assert log.count("packed: 2 member(s)") == 2  # the first instance, then the requeued one
-    for seed, (d, ref) in enumerate(zip(members, reference)):
+    for d, ref in zip(members, reference):
         own = (d / "train.log").read_text()  # each member's own log: its stop, its restore, its end
         assert f"requeued at step {stopped_at}: {d}" in own and f"at step {stopped_at} (" in own
         assert "completed after 600 steps" in own
@@ -289,12 +289,6 @@ def test_a_packed_task_is_requeued_and_every_member_resumes_exactly(slurm_env, c
         assert [s for s, _ in train_losses(d)] == list(range(1, 601))
         assert train_losses(d) == train_losses(ref)
         assert done["final_val_loss"] == summary(ref)["final_val_loss"]
-        solo = tmp_path / f"solo{seed}"
-        train(make_cfg(*LONG[len(TINY):-1], f"seed={seed}", run_dir=solo))
-        # packed vs solo is test_pack's bound (1e-5 over its 50 steps; stacked kernels round differently, and the
-        # difference grows with the steps: 9.5e-5 at step 600 here): the resume adds nothing to it
-        worst = max(abs(a - b) / abs(b) for (_, a), (_, b) in zip(train_losses(d)[:50], train_losses(solo)[:50]))
-        assert worst <= 1e-5, worst
 
 
 # slow (~100 s): SIGKILL and scancel are test_stopped_jobs_read_interrupted_never_running's faults, a packed task's
