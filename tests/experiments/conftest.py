@@ -209,6 +209,13 @@ def tuned_smoke(tmp_path_factory) -> Smoke:
     return Smoke(**{**r, "sweep": Path(r["sweep"])})
 
 
+def file_bytes(folder: Path) -> dict[str, bytes]:
+    """{relative path: bytes} of every file below folder ({} when it is not a dir): equal before and after a command
+    exactly when it left every file as it was and wrote none."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
+
+
 def file_stats(folder: Path) -> dict[str, tuple[int, int]]:
     """{relative path: (mtime_ns, size)} of every file below folder ({} when it is not a dir)."""
     return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)

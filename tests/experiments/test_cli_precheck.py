@@ -24,7 +24,7 @@ from experiments.config.compose import CONF_DIR
 from experiments.config.errors import ConfigError
 from experiments.config.precheck import precheck
 
-from .conftest import PYTHON, REPO, TINY
+from .conftest import PYTHON, REPO, TINY, file_bytes
 from .test_run_lock import _hold
 
 POS = "alibi, learned, none, relative, rope, sinusoidal"
@@ -319,10 +319,6 @@ def test_cli_existing_run_is_not_overwritten(train_cli, old_run):
     assert {p.name: p.read_bytes() for p in old_run.iterdir()} == before  # no .hydra/, nothing replaced
 
 
-def _files(d: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
-
-
 @pytest.mark.parametrize("change,why", [
     (["model.d_model=48", "model.n_heads=4"], "config error: train.resume: "),   # another model
     (["optim.lr=-1"], "config error: optim.lr: must be a number > 0"),            # the precheck refusing a value
@@ -338,11 +334,11 @@ def test_a_refused_resume_rewrites_nothing(change, why, make_cfg, train_cli, tmp
     (run / ".hydra").mkdir()
     for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
         (run / ".hydra" / name).write_text(f"# the first run's {name}\n")
-    before = _files(run)
+    before = file_bytes(run)
     proc = train_cli(*TINY, f"hydra.run.dir={run}", "train.resume=true", *change)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(why), proc.stderr
-    assert _files(run) == before
+    assert file_bytes(run) == before
 
 
 def test_a_run_dir_in_use_is_refused_before_hydra_writes_into_it(make_cfg, train_cli, tmp_path):
@@ -356,9 +352,9 @@ def test_a_run_dir_in_use_is_refused_before_hydra_writes_into_it(make_cfg, train
     (run / ".hydra" / "config.yaml").write_text("# the live run's\n")
     holder = _hold(run, "stdin")  # another process holds the run dir's lock, as a live trainer does
     try:
-        before = _files(run)
+        before = file_bytes(run)
         proc = train_cli(*TINY, f"hydra.run.dir={run}", "train.resume=true")
-        assert _files(run) == before
+        assert file_bytes(run) == before
     finally:
         holder.communicate("\n", timeout=60)
     assert holder.returncode == 0

@@ -20,7 +20,7 @@ from experiments.config.errors import ConfigError
 from experiments.run import train as train_mod
 from experiments.run.train import train
 
-from .conftest import PYTHON, REPO, TINY, exit_status
+from .conftest import PYTHON, REPO, TINY, exit_status, file_bytes
 
 # What a TINY run writes, spelled out here independently of experiments/rundir/layout.py.
 RUN_WRITES = {"config.yaml", "metrics.jsonl", "summary.json", "tokenizer.json", "checkpoints/step_00000003/model.safetensors",
@@ -28,10 +28,6 @@ RUN_WRITES = {"config.yaml", "metrics.jsonl", "summary.json", "tokenizer.json", 
 RUN_FILES = ["config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/old.pt", "tokenizer.json",
              "wandb/offline-run-1/run.wandb"]
 OTHER_FILES = ["notes.txt", "data/corpus.txt", ".hydra/config.yaml", "checkpoints.txt", "summary.json.bak"]
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def summary_of(run_dir: Path) -> dict:
@@ -44,7 +40,7 @@ def summary_of(run_dir: Path) -> dict:
 def test_train_refuses_a_dir_that_holds_a_run_before_reading_data(make_cfg, tmp_path, monkeypatch):
     run = tmp_path / "run"
     train(make_cfg())
-    before = snapshot(run)
+    before = file_bytes(run)
     import experiments.data.cache
 
     def no_data(*a, **k):
@@ -54,7 +50,7 @@ def test_train_refuses_a_dir_that_holds_a_run_before_reading_data(make_cfg, tmp_
     with pytest.raises(ConfigError, match=r"train\.resume=true.*train\.overwrite=true") as e:
         train(make_cfg())
     assert "\n" not in str(e.value) and str(run) in str(e.value)
-    assert snapshot(run) == before
+    assert file_bytes(run) == before
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -66,15 +62,15 @@ def test_files_that_existed_keep_their_bytes(make_cfg, tmp_path, run_files, othe
     for name in sorted(run_files | others):
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_bytes(content + name.encode())
-    before = snapshot(run)
+    before = file_bytes(run)
     cfg = make_cfg(f"train.overwrite={str(overwrite).lower()}", run_dir=run)
     if run_files and not overwrite:
         with pytest.raises(ConfigError, match="already holds a run"):
             train(cfg)
-        assert snapshot(run) == before
+        assert file_bytes(run) == before
         return
     assert train(cfg)["status"] == "completed"
-    after = snapshot(run)
+    after = file_bytes(run)
     assert {k: after[k] for k in others} == {k: before[k] for k in others}
     assert set(after) == set(others) | RUN_WRITES  # exactly the old run's files went, nothing of the user's
 
@@ -85,14 +81,14 @@ def test_cli_refuses_an_existing_run_with_one_line(make_cfg, train_cli, cache_di
     run = tmp_path / "run"
     train(make_cfg(run_dir=run))
     (run / "notes.txt").write_text("mine")
-    before = snapshot(run)
+    before = file_bytes(run)
     key = "train.run_dir" if how == "train.run_dir" else "hydra.run.dir"
     proc = train_cli(*TINY, f"data.cache_dir={cache_dir}", f"{key}={run}", via_main=how == "main_without_precheck")
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error:"), proc.stderr[-2000:]
     assert "train.resume=true" in lines[0] and "train.overwrite=true" in lines[0]
-    after = snapshot(run)
+    after = file_bytes(run)
     assert {k: after[k] for k in before} == before  # Hydra may add .hydra/ files, nothing old changes
 
 
@@ -234,25 +230,25 @@ def test_resume_from_a_broken_checkpoint_is_one_line_and_deletes_nothing(make_cf
     train(make_cfg())
     broken = run / "checkpoints" / "step_00000003" / file
     damage(broken)
-    before = snapshot(run)
+    before = file_bytes(run)
     with pytest.raises(ConfigError) as e:
         train(make_cfg("train.resume=true"))
     msg = str(e.value)
     assert "\n" not in msg and str(broken) in msg
     assert "delete it" in msg and "train.overwrite=true" in msg
-    assert snapshot(run) == before
+    assert file_bytes(run) == before
 
 
 def test_cli_resume_from_a_broken_checkpoint_exits_2(make_cfg, train_cli, cache_dir, tmp_path):
     run = tmp_path / "run"
     train(make_cfg(run_dir=run))
     _truncate(run / "checkpoints" / "step_00000003" / "state.pt")
-    before = snapshot(run)
+    before = file_bytes(run)
     proc = train_cli(*TINY, f"data.cache_dir={cache_dir}", f"train.run_dir={run}", "train.resume=true")
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error:") and "state.pt" in lines[0], proc.stderr[-2000:]
-    assert snapshot(run) == before
+    assert file_bytes(run) == before
 
 
 # ------------------------------------------------------------------------------------------ a sweep with failing jobs
@@ -368,10 +364,10 @@ def test_a_stopped_sweep_records_every_job_and_resumes_to_the_uninterrupted_resu
     assert comparable(jobs[0]) == comparable(reference)
     assert finals[0]["final_val_loss"] == summary_of(reference)["final_val_loss"]
 
-    again = {p.name: snapshot(p) for p in jobs}  # resuming a finished sweep changes no run's metrics
+    again = {p.name: file_bytes(p) for p in jobs}  # resuming a finished sweep changes no run's metrics
     assert _run_main(monkeypatch, ["train", *resume[3:]]) == 0
     for p in jobs:
-        assert snapshot(p)["metrics.jsonl"] == again[p.name]["metrics.jsonl"]
+        assert file_bytes(p)["metrics.jsonl"] == again[p.name]["metrics.jsonl"]
         assert summary_of(p)["status"] == "completed"
 
 

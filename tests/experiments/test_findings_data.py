@@ -29,16 +29,11 @@ from experiments.findings.cli import main
 from experiments.findings.curve_data import CURVE_KEYS, MAX_POINTS, ROUND_DIGITS, decimate, expand, kind
 
 from . import synthetic_runs
-from .conftest import REPO, TUNED_SMOKE
+from .conftest import REPO, TUNED_SMOKE, file_bytes
 
 DOCS = REPO / "docs" / "findings"
 COMMITTED = sorted(DOCS.glob("*/data.json"))
 SMOKE = TUNED_SMOKE
-
-
-def _tree(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()} \
-        if folder.is_dir() else {}
 
 
 def _plots(fig_dir: Path) -> dict[str, object]:
@@ -52,14 +47,14 @@ def _plots(fig_dir: Path) -> dict[str, object]:
 def test_committed_data_rebuilds_its_doc(data_file, tmp_path, capsys):
     name = data_file.parent.name
     doc = tmp_path / f"{name}.md"
-    before = _tree(DOCS)
+    before = file_bytes(DOCS)
     assert main([name, "--from-data", "--docs-dir", str(DOCS), "--doc", str(doc)]) == 0, capsys.readouterr().err
     assert doc.read_text() == (DOCS / f"{name}.md").read_text()
     committed = _plots(DOCS / name)
     shown = re.findall(rf"!\[[^]]*\]\({re.escape(name)}/([^)]+)\.png\)", doc.read_text())
     assert sorted(f"{png}.plot.json" for png in shown) == sorted(committed), f"{name}: a figure without its data"
     assert _plots(tmp_path / name) == committed
-    assert _tree(DOCS) == before
+    assert file_bytes(DOCS) == before
 
 
 # ------------------------------------------------------------------------------------------- a real smoke sweep
@@ -76,7 +71,7 @@ def smoke(tuned_smoke):
 
 def test_smoke_from_data_gives_the_smokes_own_doc_and_plotted_data(smoke, tmp_path, capsys):
     sweep, data_file = smoke
-    before = _tree(sweep)
+    before = file_bytes(sweep)
     doc = tmp_path / "again" / f"{SMOKE}.md"
     assert main([SMOKE, "--from-data", "--docs-dir", str(sweep), "--doc", str(doc)]) == 0
     assert capsys.readouterr().out.strip() == str(doc)
@@ -84,7 +79,7 @@ def test_smoke_from_data_gives_the_smokes_own_doc_and_plotted_data(smoke, tmp_pa
     plots = _plots(sweep / SMOKE)
     assert set(plots) == {"basin.plot.json", "curve_val_loss.plot.json", "final_val_loss.plot.json"}
     assert _plots(doc.with_suffix("")) == plots
-    assert _tree(sweep) == before  # --from-data wrote nothing but its doc and figures
+    assert file_bytes(sweep) == before  # --from-data wrote nothing but its doc and figures
     text = doc.read_text()
     p = rundata.load(data_file, SMOKE)["meta"]["provenance"]
     assert f"git commit `{p['commit']}`" in text and f"Setup hash `{p['tree']['sha256']}`" in text
@@ -315,13 +310,13 @@ def test_from_data_bad_input_is_one_line_exit_2_and_writes_nothing(case, data_di
     spoil, extra, said = BAD[case]
     if spoil is not None:
         spoil(data_dir / "rope_vs_learned" / rundata.DATA_NAME)
-    before, docs_before = _tree(data_dir.parent), _tree(DOCS)
+    before, docs_before = file_bytes(data_dir.parent), file_bytes(DOCS)
     rc = main(["rope_vs_learned", "--from-data", "--docs-dir", str(data_dir), *extra])
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("findings: error: ") and said in err[0], err
     assert "Traceback" not in captured.err and captured.out == ""
-    assert _tree(data_dir.parent) == before and _tree(DOCS) == docs_before
+    assert file_bytes(data_dir.parent) == before and file_bytes(DOCS) == docs_before
 
 
 def test_data_of_a_sweep_with_a_run_without_config_or_summary_round_trips(tmp_path):

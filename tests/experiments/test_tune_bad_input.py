@@ -21,7 +21,7 @@ from experiments.compare.runs import RunsError
 from experiments.run import train as train_mod
 from experiments.sweep.tuning_record import NOT_DEFINING, TuningRecord, defining
 
-from .conftest import exit_status
+from .conftest import exit_status, file_bytes
 from .test_tune_report import FINAL, config, make_sweep, metric_doc, t_interval, write_run
 from .test_tune_sweep import fake, job_dirs, sweep_argv  # noqa: F401 (fake: the stand-in trainer fixture)
 
@@ -36,10 +36,6 @@ def cli(monkeypatch, argv: list[str]) -> int:
 def argv_without(sweep: Path, *drop: str, extra: tuple[str, ...] = ()) -> list[str]:
     """sweep_argv(sweep) without the arguments starting with `drop`, then `extra`."""
     return [a for a in sweep_argv(sweep) if not a.startswith(drop)] + list(extra)
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def one_line(err: str) -> str:
@@ -142,7 +138,7 @@ CHANGES = [
 def _finished_sweep(monkeypatch, sweep: Path, fake: list) -> dict[str, bytes]:
     assert cli(monkeypatch, sweep_argv(sweep)) == 0
     fake.clear()
-    return snapshot(sweep)
+    return file_bytes(sweep)
 
 
 def _refused_resumes(monkeypatch, capfd, sweep: Path, fake: list, before: dict[str, bytes], changes: list) -> None:
@@ -153,7 +149,7 @@ def _refused_resumes(monkeypatch, capfd, sweep: Path, fake: list, before: dict[s
         assert cli(monkeypatch, argv_without(sweep, *drop, extra=(*add, "train.resume=true"))) == 2, add
         line = one_line(capfd.readouterr().err)
         assert f"train.resume=true: {sweep / 'tuning.json'} declared {declared}, this command {now}" in line, line
-        assert fake == [] and snapshot(sweep) == before, add
+        assert fake == [] and file_bytes(sweep) == before, add
 
 
 def test_a_resume_that_changes_what_defines_the_sweep_is_one_line_and_changes_nothing(fake, monkeypatch, tmp_path,
