@@ -14,17 +14,17 @@ from experiments.run.train import train
 from tokenizer.cli import main as bpe
 from tokenizer.corpus import embedded_documents
 
-from .test_faults import snapshot
+from .conftest import file_bytes
 
 
 def _refused(make_cfg, run, *overrides: str, what: str) -> None:
-    before = snapshot(run)
+    before = file_bytes(run)
     with pytest.raises(ConfigError) as e:
         train(make_cfg(*overrides, "train.resume=true", run_dir=run))
     msg = str(e.value)
     assert "\n" not in msg and "train.resume=true but" in msg and str(run / "checkpoints") in msg, msg
     assert f"trained on {what}" in msg, msg
-    assert snapshot(run) == before  # a refused resume rewrites nothing
+    assert file_bytes(run) == before  # a refused resume rewrites nothing
 
 
 @pytest.fixture(scope="module")
