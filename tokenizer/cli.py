@@ -34,8 +34,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tokenizer.cli_args import (OneLineParser, Terminated, fail, non_empty, non_negative_int, positive_int,
-                                quiet_stdout, sigterm_raises, write_stream)
+from tokenizer.cli_args import (OneLineParser, fail, non_empty, non_negative_int, positive_int, quiet_stdout,
+                                write_stream)
 from tokenizer.corpus import EMBEDDED_NAME, embedded_text
 from tokenizer.datasets_source import check_dataset, load_texts
 from tokenizer.outputs import atomic_output, check_inside_not_input, check_new, check_not_input, writing
@@ -43,6 +43,7 @@ from tokenizer.pretoken_counts import replaced_count
 from tokenizer.pretokenize import resolve_pattern
 from tokenizer.serialize import FILE_NAME as TRAIN_OUTPUT
 from tokenizer.serialize import resolve_path
+from tokenizer.stop import Terminated, stop_signals
 from tokenizer.stream import encode_chunks, encode_to_token_file, iter_binary_text, iter_file_text
 from tokenizer.tokenfile import read_tokens, sidecar_path
 from tokenizer.tokenizer import Tokenizer
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 2 bad input, 1 a worker died, 130 Ctrl-C, 143 SIGTERM)."""
     try:
-        with warnings.catch_warnings(), sigterm_raises():
+        with warnings.catch_warnings(), stop_signals():
             warnings.showwarning = _show_warning
             args = build_parser().parse_args(argv)
             return args.func(args) or 0

@@ -18,9 +18,7 @@ message is one line, e.g. `argument --top-p: must be in (0, 1], got 1.5 (see 'py
 same. The number types accept only finite values. `one_line(e)` is any exception's message on one line (an
 OSError as "reason: path", without "[Errno N]"); `read_text_file(path, flag)` reads a UTF-8 file an argument names
 (one line naming the flag when it cannot); `check_writable(dir, what)` tries to write in an output dir
-(one line with the OS's reason when it cannot); `with sigterm_raises():` turns SIGTERM into the exception
-`Terminated` for the block, so a command stopped by `kill` unwinds like one stopped by Ctrl-C (temp files removed,
-worker processes stopped) and can exit 143; `write_stream(sys.stdout, text)` writes a command's output, a
+(one line with the OS's reason when it cannot); `write_stream(sys.stdout, text)` writes a command's output, a
 failed write (a full disk, `> /dev/full`) becoming one line naming the stream (`cannot write stdout (/dev/full): No
 space left on device`); `quiet_stdout()` points stdout at /dev/null after the reader of a pipe went away
 (`... | head`) or a write failed, so the exit flush cannot fail again.
@@ -33,12 +31,9 @@ import argparse
 import math
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,29 +49,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived (see `sigterm_raises`); like KeyboardInterrupt, not an Exception."""
-
-
-@contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """For the block, SIGTERM raises Terminated in the main thread instead of ending the process where it stands
-    (which would leave a temp file half-written and skip every cleanup); the previous handler is put back after.
-    A SIGTERM that the process inherited as ignored stays ignored, as does one outside the main thread."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def one_line(e: BaseException) -> str:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Mapping
 
+from tokenizer.stop import check as check_stop
+
 _INVERT = {x: chr(256 - x) for x in range(256)}
 _END = chr(257)  # sorts above every inverted byte, so a prefix sorts after its extensions
 
@@ -72,6 +74,7 @@ def learn_merges(word_counts: Mapping[bytes, int] | Iterable[tuple[bytes, int]],
     heappush, heappop = heapq.heappush, heapq.heappop
 
     while len(merges) < n_merges and heap:
+        check_stop()  # a Ctrl-C whose raise was dropped (tokenizer/stop.py)
         neg, _, _, a, b = heappop(heap)
         current = pair_counts.get((a, b), 0)
         if current != -neg:  # stale upper bound: re-queue with the true count

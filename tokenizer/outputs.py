@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from tokenizer.stop import check as check_stop
+
 
 class OutputError(ValueError):
     """An output that must not be written (one line naming the user's path)."""
@@ -93,6 +95,7 @@ def atomic_output(out: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        check_stop()  # a Ctrl-C whose raise was dropped (tokenizer/stop.py) stops it here, before `out` changes
         os.chmod(tmp, default_mode())  # mkstemp makes 0600
         os.replace(tmp, out)
     finally:
@@ -141,6 +144,7 @@ def atomic_directory(out: str | os.PathLike, *, into: bool = False) -> Iterator[
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         yield tmp
+        check_stop()
         _umask_modes(tmp)
         if into:
             for entry in sorted(tmp.iterdir()):

@@ -36,6 +36,7 @@ import regex
 from tokenizer.pretoken_counts import REPLACEMENT_ERRORS, replaced_count
 from tokenizer.pretokenize import special_splitter, splitter
 from tokenizer.specials import check_disallowed, special_sets
+from tokenizer.stop import check as check_stop
 from tokenizer.tokenfile import write_tokens
 
 MIN_CHARS = 1 << 16  # buffer at least this many characters before encoding a round
@@ -82,6 +83,7 @@ def encode_chunks(
         buf = tail + "".join(pending)
         pending.clear()
         n_pending = 0
+        check_stop()  # the rounds are the encoder's long loop (tokenizer/stop.py)
         ids, cut = _encode_round(tok, buf, allowed, disallowed, hold, final=False)
         tail = buf[cut:]
         if ids:

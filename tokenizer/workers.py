@@ -57,6 +57,8 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from tokenizer.stop import check as check_stop
+
 KILL_AFTER_S = 2.0  # how long a stopped worker may take to exit before it is killed (ours exit at once)
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR1") if hasattr(signal, name))
@@ -183,6 +185,7 @@ class WorkerPool:
             busy = [w for w in self._workers if w.task is not None]
             if not busy:
                 return
+            check_stop()  # a stop request whose raise was dropped (tokenizer/stop.py)
             done = []
             for w in self._ready(busy):
                 done.append((w.task, self._receive(w)))

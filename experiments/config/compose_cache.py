@@ -76,7 +76,7 @@ def _load_configuration(self: ConfigLoaderImpl, config_name: str | None, overrid
     split = _split(self, overrides) if _state["enabled"] and run_mode == RunMode.RUN else None
     if split is None:
         return hydras(overrides)
-    parsed, groups = split
+    parsed, groups, values = split
     key = (config_name, tuple(groups), os.getcwd(), str(version.getbase()),
            tuple((s.provider, s.path) for s in self.get_sources()))
     cached = _BY_GROUPS.get(key)
@@ -97,35 +97,34 @@ def _load_configuration(self: ConfigLoaderImpl, config_name: str | None, overrid
     _BY_GROUPS.move_to_end(key)
     base, unnamed = cached
     try:  # as load_configuration wraps what _load_configuration_impl raises
-        return _with_values(base, parsed, groups, JobRuntime().get("name") if unnamed else None)
+        return _with_values(base, parsed, values, JobRuntime().get("name") if unnamed else None)
     except OmegaConfBaseException as e:
         raise ConfigCompositionException().with_traceback(sys.exc_info()[2]) from e
 
 
-def _split(loader: ConfigLoaderImpl, overrides: list[str]) -> tuple[list[Any], list[str]] | None:
-    """(every override parsed, the group overrides' lines), or None where only the full composition is sure."""
+def _split(loader: ConfigLoaderImpl, overrides: list[str]) -> tuple[list[Any], list[str], list[Any]] | None:
+    """(every override parsed, the group overrides' lines, the value overrides parsed), or None where only the full
+    composition is sure."""
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception:  # noqa: BLE001 - Hydra's grammar refuses it: its own composition says how
         return None
-    if any(o.is_sweep_override() for o in parsed):
+    if any(o.is_sweep_override() or o.key_or_group.startswith(UNCACHED_KEYS) for o in parsed):
         return None
     repo = loader.repository
-    groups = [o.input_line for o in parsed if not isinstance(o.value(), dict) and repo.group_exists(o.key_or_group)]
-    if any(o.key_or_group.startswith(UNCACHED_KEYS) for o in parsed):
-        return None
-    return parsed, groups
+    is_group = [not isinstance(o.value(), dict) and repo.group_exists(o.key_or_group) for o in parsed]
+    groups = [o.input_line for o, g in zip(parsed, is_group) if g]
+    return parsed, groups, [o for o, g in zip(parsed, is_group) if not g]
 
 
-def _with_values(base: DictConfig, parsed: list[Any], groups: list[str], name: str | None) -> DictConfig:
-    """A copy of `base` (the group overrides' config) made into the config of every override in `parsed`; `name`:
-    the job's name Hydra gives now (None: the config's own)."""
+def _with_values(base: DictConfig, parsed: list[Any], values: list[Any], name: str | None) -> DictConfig:
+    """A copy of `base` (the group overrides' config) made into the config of every override in `parsed`: the
+    `values` (its value overrides) applied, the records of `parsed` written; `name`: the job's name Hydra gives now
+    (None: the config's own)."""
     cfg = copy.deepcopy(base)
     OmegaConf.clear_cache(cfg)
     if name is not None:
         cfg.hydra.job.name = name
-    group_lines = set(groups)
-    values = [o for o in parsed if o.input_line not in group_lines]
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
     task = [o for o in parsed if not o.is_hydra_override()]
     od = cfg.hydra.job.config.override_dirname

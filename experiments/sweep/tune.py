@@ -137,7 +137,7 @@ class TunedSweep:
 
     def _run_config(self, arm: list[str]) -> dict[str, Any]:
         """The run config (plain, resolved, no hydra node) of the arm's final runs but for their seed and tuned key."""
-        cfg = self._compose(self._arm_overrides(arm))
+        cfg = self._compose([*arm, *self._fixed(arm).values()])  # the arm's lines, then the fixed ones
         try:
             return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
         except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve, as one line
@@ -184,10 +184,6 @@ class TunedSweep:
             cfg.hydra.job.id = idx
             cfg.hydra.job.num = idx
         return Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(OmegaConf.select(cfg, "hydra.sweep.subdir"))
-
-    def _arm_overrides(self, arm: list[str]) -> list[str]:
-        """The overrides of the arm's config (_run_config's): its lines, then the fixed ones."""
-        return [*arm, *self._fixed(arm).values()]
 
     def _fixed(self, arm: list[str]) -> dict[str, str]:
         """The fixed overrides ({key: `key=value`}) but those the arm sets itself (a proxy may set a fixed key)."""

@@ -65,15 +65,17 @@ STAND_INS = [
 ]
 
 SKIPS = [
-    (re.compile(r"^make\b"), "a make target: creates the venv and runs the suite or the demo (CI runs them)"),
-    (re.compile(r"^(curl|wget)\b|\bpip install\b|\bwandb (login|sync)\b|data=tinystories|--dataset roneneldan/"
+    (re.compile(r"^make\b|&& (/usr/bin/time .*)?make\b"), "a make target: creates the venv and runs the suite or the demo (CI runs them)"),
+    (re.compile(r"-m pytest\b|\bknown_mutations\.sh\b"), "the test suite, a tier of it, or a clone's suite per mutation"),
+    (re.compile(r"\bgit (archive|clone -q \.)"), "reads the project's git history (the workspace is not a clone)"),
+    (re.compile(r"^(curl|wget)\b|\bgit clone https?://|\bpip install\b|\bwandb (login|sync)\b|data=tinystories|--dataset roneneldan/"
                 r"|logger=wandb_online|hydra/launcher=slurm"), "needs the network or a cluster"),
     (re.compile(r"\blocal_slurm\.sh\b|^sinfo\b"), "needs root and the SLURM packages (tests/experiments/test_slurm.py starts it)"),
     (re.compile(r"\btorchrun\b"), "several processes (DDP)"),
     (re.compile(r"experiments\.train\b.*\s(-m|--multirun)(\s|$)"), "a sweep: many training runs"),
     (re.compile(r"experiments\.findings\s+(?!-)(?!.*--smoke)"), "a finding's full run: hours"),
     (re.compile(r"experiments\.findings\.pilot\s+(?!.*--smoke)"), "a finding's pilot: 16 full-budget runs"),
-    (re.compile(r"\bpython\s+bench/|^taskset\b"), "a benchmark: minutes"),
+    (re.compile(r"\b(python|bash)\s+bench/|^taskset\b"), "a benchmark: minutes"),
     (re.compile(r"\bmodel=(small|gpt2-\w+|gpt3-\w+)\b"), "trains a model larger than the tiny one"),
 ]
 

@@ -5,8 +5,9 @@ included, zombies included), and the output directory exactly as it was (no outp
 
 The signal goes to the whole process group, as a terminal's Ctrl-C does (the workers get it too). Each run is one
 table row with its own seed, so a failure names the delay that caused it. 5 runs by default, 50 per command in the
-slow tier. The corpus is generated here (a few MB of Zipf-distributed words: the counting pool is used from
-MIN_POOL_TASKS 1 MB chunks on).
+slow tier. The corpus is generated here (14 MB of Zipf-distributed words: the counting pool is used from
+MIN_POOL_TASKS 1 MB chunks on), long enough that each command is still at work MAX_DELAY_S after it began; a run
+whose work had ended before the signal fails as a broken premise, not as a pass.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tokenizer.corpus import embedded_text
 from tokenizer.train import train_bpe_from_iterator
 
 REPO = Path(__file__).resolve().parents[2]
+MAX_DELAY_S = 0.5  # the signal comes 0 to this many s after the work began (each command's work takes longer)
 STOP_BOUND_S = 30.0  # from the signal to the exit (the pool's own worst case is 2 x KILL_AFTER_S)
 EXIT = {signal.SIGINT: (130, "bpe: interrupted"), signal.SIGTERM: (143, "bpe: terminated")}
 
@@ -51,7 +53,10 @@ def _corpus(path: Path, n_bytes: int) -> None:
 def inputs(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("interrupt")
     corpus = d / "corpus.txt"
-    _corpus(corpus, 3_500_000)  # 4 counting tasks
+    # 14 MB (3.5 MB four times): 14 counting tasks, ~1.5 s of counting with 2 workers, ~2 s of encoding on this
+    # CPU; 3.5 MB took less than MAX_DELAY_S of either (a third of the train runs came after the counting)
+    _corpus(d / "part.txt", 3_500_000)
+    corpus.write_text((d / "part.txt").read_text(encoding="utf-8") * 4, encoding="utf-8")
     tok = train_bpe_from_iterator([embedded_text()], 512, ["<|endoftext|>"], workers=1, progress=False)
     tok.save(d / "tokenizer.json")
     return {"corpus": corpus, "tokenizer": d / "tokenizer.json"}
@@ -146,20 +151,20 @@ DEFAULT_RUNS = [("train", signal.SIGINT, 0), ("train", signal.SIGTERM, 1), ("tra
 SLOW_RUNS = [(cmd, SIGNALS[i % 2], 1000 + 100 * j + i) for j, cmd in enumerate(COMMANDS) for i in range(50)]
 
 
-def check_run(inputs: dict[str, Path], tmp_path: Path, command: str, sig: int, seed: int) -> bool:
-    delay = random.Random(seed).uniform(0.0, 0.5)
+def check_run(inputs: dict[str, Path], tmp_path: Path, command: str, sig: int, seed: int) -> None:
+    delay = random.Random(seed).uniform(0.0, MAX_DELAY_S)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     argv, working = COMMANDS[command](inputs, out_dir)
     got = interrupt_once(argv, out_dir, working, sig, delay)
     code, line = EXIT[sig]
     what = f"bpe {command}, {signal.Signals(sig).name} {delay:.2f} s into its work"
+    assert got["in_work"], f"{what}: the work had ended before the signal was sent (the test's input is too small)"
     assert got["rc"] == code, f"{what}: exit {got['rc']}, stderr {got['err'][-500:]!r}"
     assert got["err"].strip().splitlines()[-1] == line and "Traceback" not in got["err"], what
     assert got["left"] == [], f"{what}: processes left in its group: {got['left']}"
     assert got["after"] == got["before"], f"{what}: the output dir changed: {got['after']}"
     assert got["took"] < STOP_BOUND_S
-    return got["in_work"]
 
 
 @pytest.mark.parametrize("command,sig,seed", DEFAULT_RUNS, ids=lambda v: getattr(v, "name", v))
