@@ -89,6 +89,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--smoke", action="store_true", help="a seconds-long version of the sweep (not a result)")
     p.add_argument("--jobs", type=positive_int, default=None,
                    help="runs at a time (1: Hydra's basic launcher, in one process); default 2, with --smoke 1")
+    p.add_argument("--packed", action="store_true",
+                   help="train the runs that differ only in seed, lr, ... as stacked models, one pack at a time "
+                        "(hydra/launcher=packed, docs/packing.md): for a GPU")
     p.add_argument("--out-dir", type=non_empty_path, default=None,
                    help="sweep dir (default multirun/findings/<name>/<time>[_smoke]); must be new or empty")
     p.add_argument("--doc", type=non_empty_path, default=None,
@@ -132,7 +135,9 @@ def point_overrides(overrides: Sequence[str]) -> list[str]:
             if not o.is_sweep_override() and not o.is_delete() and not o.key_or_group.startswith("hydra")]
 
 
-def launcher_overrides(jobs: int) -> tuple[list[str], str]:
+def launcher_overrides(jobs: int, packed: bool = False) -> tuple[list[str], str]:
+    if packed:
+        return ["hydra/launcher=packed"], "packed"
     if jobs == 1:
         return ["hydra/launcher=basic"], "basic"
     if jobs == 2:
@@ -140,12 +145,12 @@ def launcher_overrides(jobs: int) -> tuple[list[str], str]:
     return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"], f"joblib (n_jobs={jobs})"
 
 
-def train_argv(f: Finding, sweep_dir: Path, jobs: int, overrides: Sequence[str]) -> list[str]:
+def train_argv(f: Finding, sweep_dir: Path, jobs: int, overrides: Sequence[str], packed: bool = False) -> list[str]:
     """`python -m experiments.train` arguments of the finding's sweep. Settings shared by every run (the smoke shape,
     the data) are kept out of the run dir names, so a run dir reads `3_model.pos=alibi,seed=0`."""
     from experiments.config.compose import compose_config
 
-    launcher = launcher_overrides(jobs)[0]  # the sweep's own launcher: --jobs 1 composes without joblib
+    launcher = launcher_overrides(jobs, packed)[0]  # the sweep's own launcher: --jobs 1 composes without joblib
     base = list(compose_config([f"experiment={f.experiment}", *launcher], return_hydra_config=True)
                 .hydra.job.config.override_dirname.exclude_keys)
     shared = [o.key_or_group for o in parse_overrides(overrides)
@@ -250,7 +255,7 @@ def require_registered(f: Finding, check: SetupCheck) -> None:
 def register(f: Finding, args: argparse.Namespace) -> int:
     """--register: the registration record of f, or one line when it exists."""
     if args.overrides or args.smoke or args.resume or args.from_sweep or args.out_dir or args.data_file is not None \
-            or args.doc or args.jobs is not None:
+            or args.doc or args.jobs is not None or args.packed:
         raise UsageError("--register takes no overrides or other options than --note (it records the files as "
                          "they are)")
     try:
@@ -278,10 +283,12 @@ def _run(f: Finding, args: argparse.Namespace, sweep_dir: Path, stamp: str, out:
     check = setup_check(f)
     if not smoke:
         require_registered(f, check)
-    jobs = args.jobs if args.jobs is not None else 1 if smoke else 2
+    jobs = args.jobs if args.jobs is not None else 1 if smoke or args.packed else 2
+    if args.packed and args.jobs is not None:
+        raise UsageError("--packed trains one pack at a time: it takes no --jobs")
     doc = doc_path(f, args, sweep_dir, smoke)
     if own := [o for o in args.overrides if OWN_OVERRIDE.match(o)]:
-        raise UsageError(f"{own[0]}: the launcher and the sweep dir are set by --jobs and --out-dir")
+        raise UsageError(f"{own[0]}: the launcher and the sweep dir are set by --jobs, --packed and --out-dir")
     user = list(args.overrides)
     tuned = is_tuned(f.experiment)
     if tuned and (seed := next((o for o in user if SEED_OVERRIDE.match(o)), None)):
@@ -292,15 +299,17 @@ def _run(f: Finding, args: argparse.Namespace, sweep_dir: Path, stamp: str, out:
     except DataError as e:
         raise UsageError(str(e)) from None
     overrides = [*(f.smoke_overrides(tuned, smoke_data) if smoke else []), *data, *user]
-    argv = train_argv(f, sweep_dir, jobs, overrides)
+    argv = train_argv(f, sweep_dir, jobs, overrides, args.packed)
     check_config(f, argv, overrides)
+    launcher = launcher_overrides(jobs, args.packed)[1]
     cli_args = [*(["--smoke"] if smoke else []), *(["--jobs", str(args.jobs)] if args.jobs is not None else []),
+                *(["--packed"] if args.packed else []),
                 *(["--data-file", args.data_file] if args.data_file is not None else data), *user]  # the doc's command
-    print(f"findings: {f.name}: sweep -> {sweep_dir}/ ({launcher_overrides(jobs)[1]}"
+    print(f"findings: {f.name}: sweep -> {sweep_dir}/ ({launcher}"
           f"{', smoke' if smoke else ''})", file=sys.stderr, flush=True)
     meta = {"name": f.name, "smoke": smoke, "args": cli_args, "overrides": overrides, "train_argv": argv,
             "train_rc": None, "sweep_dir": str(sweep_dir), "wall_s": 0.0, "attempts": 0, "cpus": cpu_count(),
-            "jobs": jobs, "launcher": launcher_overrides(jobs)[1], "started": stamp, "setup": check.to_meta(),
+            "jobs": jobs, "launcher": launcher, "started": stamp, "setup": check.to_meta(),
             "tuned": tuned, "provenance": run_provenance(f)}
     return sweep_and_judge(f, sweep_dir, meta, doc, argv, out)
 
@@ -337,10 +346,10 @@ def resume(f: Finding, args: argparse.Namespace) -> int:
 
 def _resume(f: Finding, args: argparse.Namespace, sweep_dir: Path, out: OutDir) -> int:
     meta = read_meta(f, sweep_dir, "--out-dir")
-    if args.overrides or args.smoke or args.jobs is not None or args.from_sweep or args.data_file is not None \
-            or args.from_data:
-        raise UsageError("--resume takes no overrides, --smoke, --jobs, --data-file, --from-sweep or --from-data "
-                         "(they are those of the stopped run, in its finding.json)")
+    if args.overrides or args.smoke or args.jobs is not None or args.packed or args.from_sweep \
+            or args.data_file is not None or args.from_data:
+        raise UsageError("--resume takes no overrides, --smoke, --jobs, --packed, --data-file, --from-sweep or "
+                         "--from-data (they are those of the stopped run, in its finding.json)")
     doc = doc_path(f, args, sweep_dir, bool(meta.get("smoke")))
     if not meta.get("smoke"):  # the files the sweep started with must still be the registered ones
         require_registered(f, setup_check(f))

@@ -37,7 +37,7 @@ from experiments.rundir.layout import RunStatus
 RESULTS = tuple(s for s in RunStatus if s.has_result)    # completed, diverged: what a verdict is judged on
 FAULTS = tuple(s for s in RunStatus if not s.has_result)  # failed, interrupted, running: the command exits 1
 REDRAW = ("init_grad_norms.png", "encdec_grad_norms.png")  # drawn again from the measurement's result: plotters()
-FROM_RUNS = ("mup_basin.png",)  # drawn by the finding's measure() from the sweep's runs alone
+FROM_RUNS = ("mup_basin.png", "mup_transfer.png")  # drawn by the finding's measure() from the sweep's runs alone
 
 
 def plotters() -> dict[str, Any]:

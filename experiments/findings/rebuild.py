@@ -80,9 +80,9 @@ def from_sweep(f: Finding, args: argparse.Namespace, point_overrides) -> int:
 
 def from_data(f: Finding, args: argparse.Namespace) -> int:
     """--from-data: the doc and figures of f from <docs-dir>/<name>/data.json alone (module docstring)."""
-    if args.overrides or args.smoke or args.jobs is not None or args.data_file is not None or args.out_dir \
-            or args.resume or args.from_sweep or args.register or args.note is not None:
-        raise UsageError("--from-data takes no overrides, --smoke, --jobs, --data-file, --out-dir, --resume, "
+    if args.overrides or args.smoke or args.jobs is not None or args.packed or args.data_file is not None \
+            or args.out_dir or args.resume or args.from_sweep or args.register or args.note is not None:
+        raise UsageError("--from-data takes no overrides, --smoke, --jobs, --packed, --data-file, --out-dir, --resume, "
                          "--from-sweep, --register or --note (the data holds the run); only --doc and --docs-dir")
     path = Path(args.docs_dir) / f.name / rundata.DATA_NAME
     try:

@@ -220,3 +220,24 @@ def file_stats(folder: Path) -> dict[str, tuple[int, int]]:
     """{relative path: (mtime_ns, size)} of every file below folder ({} when it is not a dir)."""
     return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
             for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
+
+
+def keep_figures(monkeypatch, module) -> dict:
+    """{PNG name: matplotlib figure} of every figure `module` saves through its `_save` (which still writes them),
+    so a test reads the drawn data from the artists, not pixels."""
+    figs: dict = {}
+    save = module._save
+
+    def keep(fig, path, legend=True):
+        figs[Path(path).name] = fig
+        return save(fig, path, legend)
+
+    monkeypatch.setattr(module, "_save", keep)
+    return figs
+
+
+def artist(ax, gid: str):
+    """The one line or collection of `ax` with this gid."""
+    found = [a for a in [*ax.get_lines(), *ax.collections] if a.get_gid() == gid]
+    assert len(found) == 1, gid
+    return found[0]

@@ -227,7 +227,7 @@ def test_full_run_defaults_to_the_preregistered_data(tmp_path, monkeypatch, caps
     assert json.loads((tmp_path / "s" / "finding.json").read_text())["args"] == [*DATA_DEFAULT, "seed=0,1"]
     assert "no runs" in capsys.readouterr().err
     assert main(["rope_vs_learned", "--out-dir", str(tmp_path / "t"), "hydra/launcher=basic"]) == 2
-    assert "set by --jobs and --out-dir" in capsys.readouterr().err and len(seen) == 1
+    assert "set by --jobs, --packed and --out-dir" in capsys.readouterr().err and len(seen) == 1
 
 
 def _no_sweep(monkeypatch) -> list:
@@ -631,8 +631,9 @@ def test_every_rule_is_covered_above():  # v1 here; the v2 rules in test_finding
     from .test_findings_v2 import V2
     from .test_findings_v3 import V3
 
-    # the μP findings' rules: test_findings_mup.py, test_findings_kaplan_mup.py
-    assert set(FINDINGS) == set(V1) | set(V2) | set(V3) | {"mup_lr_transfer", "kaplan_aspect_ratio_mup"}
+    # the μP findings' rules: test_findings_mup.py, test_findings_mup_v2.py, test_findings_kaplan_mup.py
+    assert set(FINDINGS) == set(V1) | set(V2) | set(V3) | {"mup_lr_transfer", "mup_lr_transfer_v2",
+                                                           "kaplan_aspect_ratio_mup"}
 
 
 # ------------------------------------------------------------------------------------------------ the index

@@ -29,7 +29,7 @@ from experiments.findings.data import ELTEC
 from experiments.findings.lr_transfer import basin, optimum, shift
 from experiments.findings.tuned import is_tuned
 
-from .conftest import REPO
+from .conftest import REPO, artist, keep_figures
 
 NAME = "mup_lr_transfer"
 GRID = mup.GRID
@@ -166,22 +166,7 @@ def test_rule_undecided_when_the_seeds_disagree_or_a_width_is_missing():
 
 @pytest.fixture
 def drawn(monkeypatch) -> dict[str, Figure]:
-    """{PNG name: figure} of each figure mup_basin draws (its _save still writes them)."""
-    figs: dict[str, Figure] = {}
-    save = mup_basin._save
-
-    def keep(fig, path, legend=True):
-        figs[Path(path).name] = fig
-        return save(fig, path, legend)
-
-    monkeypatch.setattr(mup_basin, "_save", keep)
-    return figs
-
-
-def _artist(ax, gid: str):
-    found = [a for a in [*ax.get_lines(), *ax.collections] if a.get_gid() == gid]
-    assert len(found) == 1, gid
-    return found[0]
+    return keep_figures(monkeypatch, mup_basin)
 
 
 def test_the_basin_figure_draws_seed_means_seeds_and_the_refined_optimum(tmp_path, drawn):
@@ -193,16 +178,16 @@ def test_the_basin_figure_draws_seed_means_seeds_and_the_refined_optimum(tmp_pat
     mup_basin.plot_basins(tmp_path / mup_basin.FIGURE, panels, GRID)
     assert (tmp_path / "mup_basin.png").stat().st_size > 0
     sp_ax, mup_ax = drawn["mup_basin.png"].axes[:2]
-    line = _artist(sp_ax, "mean d64")
+    line = artist(sp_ax, "mean d64")
     assert list(line.get_xdata()) == list(GRID[:6])  # the top lr's mean is +inf: not on the line
     assert np.allclose(line.get_ydata(), [v + 0.05 for v in sp0[:6]])
-    seeds = _artist(sp_ax, "seeds d64").get_offsets()
+    seeds = artist(sp_ax, "seeds d64").get_offsets()
     assert sorted(map(tuple, np.round(seeds, 6))) == sorted(
         [(lr, round(v, 6)) for lr, v in zip(GRID[:6], sp0[:6])] + [(lr, round(v + 0.1, 6)) for lr, v in zip(GRID, sp0)])
-    assert np.allclose(_artist(sp_ax, "diverged d64").get_offsets()[:, 0], [GRID[6]])
+    assert np.allclose(artist(sp_ax, "diverged d64").get_offsets()[:, 0], [GRID[6]])
     # the refined optimum of the seed-mean curve: -0.25 steps from GRID[3] at 3.24375 + 0.05 (hand, as above)
-    assert np.allclose(_artist(sp_ax, "optimum d64").get_offsets(), [[GRID[3] * 2 ** -0.25, 3.29375]])
-    edge = _artist(mup_ax, "optimum d64")
+    assert np.allclose(artist(sp_ax, "optimum d64").get_offsets(), [[GRID[3] * 2 ** -0.25, 3.29375]])
+    edge = artist(mup_ax, "optimum d64")
     assert np.allclose(edge.get_offsets(), [[GRID[0], 3.1]])  # the red star at the low edge
     assert np.allclose(edge.get_facecolor()[0], to_rgba(mup_basin.EDGE_COLOR))
     assert "0.00 grid steps" in sp_ax.get_title() and sp_ax.get_xscale() == "log"

@@ -73,7 +73,8 @@ def test_tuned_smoke_gives_the_sweeper_its_seeds_and_keeps_the_grid(tmp_path, mo
 
 
 def test_every_v2_yaml_holds_the_shared_setup_and_matches_its_setup_text():
-    assert [n for n in FINDINGS if n in V2] == V2 and len([n for n in FINDINGS if not n.endswith("_v3")]) == 17
+    issue_32 = [n for n in FINDINGS if n.endswith("_v3") or n == "mup_lr_transfer_v2"]
+    assert [n for n in FINDINGS if n in V2] == V2 and len(FINDINGS) - len(issue_32) == 17
     for name in V2:
         f = FINDINGS[name]
         cfg = compose_config([f"experiment=finding_{name}"], return_hydra_config=True)
