@@ -214,7 +214,9 @@ def as_run(meta: dict[str, Any], records: list[RunRecord]) -> list[str]:
                        f"non-embedding)" for g, r in by_group.items())
     seeds = sorted({r.seed for r in records if r.seed is not None})
     jobs = meta.get("jobs", 1)
-    launcher = (f"`{meta.get('launcher')}`: {jobs} job{'s' if jobs != 1 else ''} at a time, "
+    at_a_time = ("the runs that differ only in seed, lr, ... trained as one stacked model, one pack at a time"
+                 if meta.get("launcher") == "packed" else f"{jobs} job{'s' if jobs != 1 else ''} at a time")
+    launcher = (f"`{meta.get('launcher')}`: {at_a_time}, "
                 f"{cfg.get('train.num_threads') or 'cpu_count / jobs'} torch thread(s) each")
     data = used_text(meta["data"]) if meta.get("data") else "not recorded"
     lines = [

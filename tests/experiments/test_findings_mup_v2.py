@@ -232,3 +232,12 @@ def test_packed_runs_the_sweep_with_the_packed_launcher_and_is_refused_beside_jo
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--packed trains one pack at a time" in err[0] and len(seen) == 1
     assert not (tmp_path / "t").exists()
+
+
+def test_the_doc_says_a_packed_sweep_ran_one_pack_at_a_time():
+    from experiments.findings.doc import as_run
+
+    lines = as_run({"launcher": "packed", "jobs": 1, "config": {"train.num_threads": 1}}, [])
+    assert any(line.startswith("- Launcher: `packed`: the runs that differ only in seed") for line in lines)
+    lines = as_run({"launcher": "joblib_2", "jobs": 2, "config": {"train.num_threads": 1}}, [])
+    assert any(line.startswith("- Launcher: `joblib_2`: 2 jobs at a time") for line in lines)
