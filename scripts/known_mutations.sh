@@ -39,6 +39,10 @@ mutate merge_tiebreak tokenizer/merge.py 'return "".join(_INVERT[x] for x in b) 
 mutate compose_cache_dirname experiments/config/compose_cache.py "cfg.hydra.job.override_dirname = get_overrides_dirname" \
     "cfg.hydra.job.override_dirname_ = get_overrides_dirname" tests/experiments/test_compose_cache.py
 mutate compose_cache_job_name experiments/config/compose_cache.py \
-    'return _with_values(base, parsed, groups, JobRuntime().get("name") if unnamed else None)' \
-    'return _with_values(base, parsed, groups, None)' tests/experiments/test_compose_cache.py
+    'return _with_values(base, parsed, values, JobRuntime().get("name") if unnamed else None)' \
+    'return _with_values(base, parsed, values, None)' tests/experiments/test_compose_cache.py
+mutate stop_raise_in_finalizer tokenizer/stop.py "    if not _in_finalizer(frame):" "    if True:" \
+    tests/tokenizer/test_stop.py
+mutate stop_check_before_commit tokenizer/outputs.py "        check_stop()  # a Ctrl-C whose raise was dropped" \
+    "        pass  # a Ctrl-C whose raise was dropped" tests/tokenizer/test_stop.py
 exit $survived
