@@ -15,19 +15,13 @@ from matplotlib.lines import Line2D
 from experiments.compare import build_report, plots
 from tests.experiments.synthetic_runs import GROUPS, make_config, write_run, write_sweep
 
+from .conftest import keep_figures
+
 
 @pytest.fixture
 def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, Figure]:
     """{PNG name: figure} of every figure drawn during the test (plots._save still writes them)."""
-    figs: dict[str, Figure] = {}
-    save = plots._save
-
-    def keep(fig: Figure, path: Path, legend: bool = True) -> Path:
-        figs[Path(path).name] = fig
-        return save(fig, path, legend)
-
-    monkeypatch.setattr(plots, "_save", keep)
-    return figs
+    return keep_figures(monkeypatch, plots)
 
 
 def group_lines(fig: Figure, labels: list[str]) -> dict[tuple[int, str], Line2D]:
