@@ -27,6 +27,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Read by torch when it is first imported, which is after this file (pytest loads it before any test module).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# tiktoken's load_tiktoken_bpe caches a file's contents under the sha1 of its *path* (in /tmp/data-gym-cache), and
+# pytest's tmp paths repeat across sessions (pytest-0/popen-gw1/tt0/... once older basetemps are gone): a test then
+# read another session's export from that cache (seen 2026-11-29: '0' -> 48 from a trained tokenizer's file where
+# GPT-2's export gives 15). "" turns the cache off; the tests never download a tiktoken file.
+os.environ["TIKTOKEN_CACHE_DIR"] = ""
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARCHLAB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))

@@ -112,6 +112,18 @@ def _tiktoken(tok, tmp_path):
     return tiktoken.Encoding(name="exported", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=tok.special_tokens)
 
 
+def test_a_tiktoken_file_rewritten_at_the_same_path_is_read_again(tmp_path):
+    """tests/conftest.py turns off tiktoken's cache, which is keyed by the path: exports land at paths that repeat
+    across pytest sessions, and a cached read gave another session's tokenizer."""
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = tmp_path / "tok.tiktoken"
+    path.write_text("YQ== 0\n")  # b"a" -> 0
+    assert load_tiktoken_bpe(str(path)) == {b"a": 0}
+    path.write_text("Yg== 0\n")  # b"b" -> 0, same path
+    assert load_tiktoken_bpe(str(path)) == {b"b": 0}
+
+
 @pytest.mark.parametrize("pattern", ["gpt2", "gpt4"])
 def test_tiktoken_export_trained_gives_identical_ids(tmp_path, pattern):
     tok = trained_tokenizer(pattern)
