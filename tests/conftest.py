@@ -43,12 +43,18 @@ def pytest_collection_modifyitems(config, items):
     share one local cluster, which their session fixture starts and stops (marked after xdist had read the marks,
     they were spread over both workers: two fixtures raced to start the cluster, one skipped its tests, and the
     first worker done stopped the cluster under the other). They go first: as one unit of work (~2 minutes, mostly
-    waiting on the cluster) reached late, one worker ran them while the other had finished."""
+    waiting on the cluster) reached late, one worker ran them while the other had finished. (xdist hands out the
+    groups largest first, one per worker, before the single tests.)"""
     slurm = [item for item in items if item.get_closest_marker("slurm")]
     for item in slurm:
         item.add_marker(pytest.mark.xdist_group("slurm"))
-    first = set(slurm)
-    items[:] = slurm + [item for item in items if item not in first]
+    # The tests reading the session's tuned findings smoke (tests/experiments/conftest.py, ~20 s to build) share a
+    # worker too: spread over both, the second worker to ask sat idle on the builder's file lock (7.5 s measured)
+    smoke = [item for item in items if "tuned_smoke" in getattr(item, "fixturenames", ())]
+    for item in smoke:
+        item.add_marker(pytest.mark.xdist_group("tuned_smoke"))
+    first = set(slurm) | set(smoke)
+    items[:] = slurm + smoke + [item for item in items if item not in first]
 
 
 UNGROUPED: list[str] = []  # slurm tests whose ids lack their xdist group on this worker (pytest_collection_finish)

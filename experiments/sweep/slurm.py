@@ -159,22 +159,27 @@ class SweepJobs:
 
     def wait(self, poll_s: float = 1.0, max_poll_s: float = 10.0) -> list[JobReturn]:
         """Until every job ended (or the user stopped the command: exit 130 with what to do, module docstring).
-        One JobReturn per sweep job (per member of a pack), in the order of `overrides`."""
-        delay = poll_s
-        while len(self.ended) < len(self.jobs):
-            self.poll()
+        One JobReturn per sweep job (per member of a pack), in the order of `overrides`. The result files (a stat
+        each) are looked at every poll_s, so a job that returned is seen within poll_s; `squeue`, a request to the
+        controller, backs off from poll_s to max_poll_s (x1.25 a time), as it only finds the jobs that died."""
+        delay, ask_at = poll_s, 0.0
+        while True:
+            ask = time.monotonic() >= ask_at
+            self.poll(ask_slurm=ask)
             if len(self.ended) == len(self.jobs):
                 break
-            self._sleep(delay)
-            delay = min(max_poll_s, delay * 1.25)
+            if ask:
+                ask_at, delay = time.monotonic() + delay, min(max_poll_s, delay * 1.25)
+            self._sleep(poll_s)
         returns: dict[int, JobReturn] = {}
         for k, members in enumerate(self.members):
             returns.update(zip(members, self.ended[k]))
         return [returns[i] for i in range(len(self.run_dirs))]
 
-    def poll(self) -> None:
+    def poll(self, ask_slurm: bool = True) -> None:
+        """Record the jobs that ended: by their result files, and (ask_slurm) by SLURM's state of the rest."""
         todo = [k for k in range(len(self.jobs)) if k not in self.ended]
-        states = squeue_states([self.jobs[k].job_id for k in todo])
+        states = squeue_states([self.jobs[k].job_id for k in todo]) if ask_slurm else None
         for k in todo:
             result = read_result(self.jobs[k].paths.result_pickle)
             if result is not None:

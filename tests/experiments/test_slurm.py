@@ -142,7 +142,7 @@ def test_sweep_with_a_config_error_and_a_requeue(slurm_env, cache_dir, tmp_path,
     requeued = summary(run_dir)
     assert "preempted" in requeued["error"] and "requeued" in requeued["error"]  # 60 min limit: not yet a timeout
     stopped_at = requeued["steps"]
-    reference = tmp_path / "reference"  # trained while job 0 waits the 10 s before SLURM starts it again
+    reference = tmp_path / "reference"  # trained while job 0 waits the 5 s before SLURM starts it again
     train(make_cfg(*LONG[len(TINY):], "model.n_heads=2", run_dir=reference))
     out, err = proc.communicate(timeout=600)
 
@@ -240,7 +240,9 @@ def test_sbatch_refusing_the_array_leaves_the_sweep_dir_as_it_was(existing, slur
 
 # -- packed jobs (hydra.launcher.pack=true): one array task trains several runs as one stacked model ---------------
 
-PACKED = [*LONG[:-1], "hydra.launcher.pack=true", "seed=0,1"]
+# 200 steps (~2.5 s for the pack): the stop comes a few steps in, as soon as the first metrics line is written
+PACKED = [*TINY, "train.steps=200", "train.eval_interval=100", "train.ckpt_interval=200", "hydra.launcher.pack=true",
+          "seed=0,1"]
 
 
 def _packed_reference(make_cfg, tmp_path) -> list[Path]:
@@ -249,7 +251,7 @@ def _packed_reference(make_cfg, tmp_path) -> list[Path]:
     from experiments.run.pack import train_packed
 
     dirs = [tmp_path / f"reference{seed}" for seed in (0, 1)]
-    rcs = [validate(make_cfg(*LONG[len(TINY):-1], f"seed={seed}", run_dir=d))
+    rcs = [validate(make_cfg(*PACKED[len(TINY):-2], f"seed={seed}", run_dir=d))
            for seed, d in zip((0, 1), dirs)]
     assert [o["status"] for o in train_packed(rcs)] == ["completed", "completed"]
     return dirs
@@ -283,10 +285,10 @@ def test_a_packed_task_is_requeued_and_every_member_resumes_exactly(slurm_env, c
     for d, ref in zip(members, reference):
         own = (d / "train.log").read_text()  # each member's own log: its stop, its restore, its end
         assert f"requeued at step {stopped_at}: {d}" in own and f"at step {stopped_at} (" in own
-        assert "completed after 600 steps" in own
+        assert "completed after 200 steps" in own
         done = summary(d)
-        assert done["status"] == "completed" and done["steps"] == 600 and 0 < stopped_at < 600
-        assert [s for s, _ in train_losses(d)] == list(range(1, 601))
+        assert done["status"] == "completed" and done["steps"] == 200 and 0 < stopped_at < 200
+        assert [s for s, _ in train_losses(d)] == list(range(1, 201))
         assert train_losses(d) == train_losses(ref)
         assert done["final_val_loss"] == summary(ref)["final_val_loss"]
 

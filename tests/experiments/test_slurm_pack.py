@@ -107,6 +107,35 @@ def test_packed_tasks_give_one_return_per_member_in_job_order(tmp_path, monkeypa
         assert f"SLURM job 9_{1 if i == 1 else 2} ended CANCELLED without a result" in error
 
 
+def test_a_result_is_seen_at_the_next_poll_while_squeue_backs_off(tmp_path, monkeypatch):
+    """The result file is read every poll_s; squeue only ever more rarely (x1.25 a time, capped at max_poll_s). On a
+    fake clock: the job's result appears at t = 30 s, and the return is taken at the poll at t = 30, not at the next
+    squeue; squeue was asked at t = 0, then at gaps that never shrink, from 1 s to at most 10 s (+ one poll)."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(slurm.time, "monotonic", lambda: clock["t"])
+    asked = []
+    monkeypatch.setattr(slurm, "squeue_states", lambda ids: (asked.append(clock["t"]), {i: "RUNNING" for i in ids})[1])
+    job = _job(tmp_path, "7_0")
+
+    def sleep(self, seconds):
+        clock["t"] += seconds
+        if clock["t"] >= 30 and not job.paths.result_pickle.exists():
+            with open(job.paths.result_pickle, "wb") as f:
+                pickle.dump(("success", [_ret(["seed=0"], 0.25)]), f)
+            sleeps.append(clock["t"])
+
+    sleeps = []
+    monkeypatch.setattr(SweepJobs, "_sleep", sleep)
+    run = tmp_path / "run0"
+    run.mkdir()
+    (returned,) = SweepJobs([job], [["seed=0"]], [run], str(tmp_path)).wait(poll_s=1.0, max_poll_s=10.0)
+
+    assert returned.return_value == 0.25 and sleeps == [30.0] and clock["t"] == 30.0  # read at once, not at a squeue
+    gaps = [b - a for a, b in zip(asked, asked[1:])]
+    assert asked[0] == 0.0 and gaps[0] == 1.0 and all(1.0 <= g <= 11.0 for g in gaps), asked
+    assert gaps == sorted(gaps) and gaps[-1] > 2.0 and len(asked) < 30 / 2, asked
+
+
 def test_members_must_cover_every_job_once(tmp_path):
     with pytest.raises(AssertionError):
         SweepJobs([_job(tmp_path, "1")], [["a"], ["b"]], [tmp_path / "a", tmp_path / "b"], str(tmp_path),
