@@ -22,6 +22,10 @@ Composed in full instead (Hydra's path, unchanged): a multirun master config, a 
 Hydra's grammar refuses, a value override of hydra.searchpath or hydra.job.env_copy (Hydra reads them while
 composing), and any error of the group overrides' composition (Hydra's own error then names the user's overrides).
 Errors of the value overrides are Hydra's: the same function raises them, wrapped as load_configuration wraps them.
+Hydra's get_mode (each command, before it runs: is this a run or a multirun?) composes the whole config once more,
+in MULTIRUN mode with missing defaults skipped, only to read hydra.mode. Without a sweep value the RUN composition,
+through this cache, holds the same hydra.mode: the two modes differ only in refusing a missing default (`???`) and
+a sweep value, so where the RUN composition fails (or a value sweeps) Hydra's own get_mode answers.
 Not handled: a cache across processes (each `python -m experiments.train` composes its group choices once); a YAML
 file or a ConfigStore entry changed after a process composed it (the cache keeps the first composition).
 """
@@ -37,6 +41,7 @@ from typing import Any, Iterator
 
 from hydra import version
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra._internal.hydra import Hydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobRuntime
 from hydra.errors import ConfigCompositionException
@@ -48,6 +53,7 @@ CACHED = 32  # compositions kept (least recently used dropped): a process uses a
 _BY_GROUPS: OrderedDict[tuple, tuple[DictConfig, bool]] = OrderedDict()  # key -> (config, its job name is Hydra's)
 UNNAMED = "<compose_cache: the job's name at each use>"
 _HYDRAS = ConfigLoaderImpl.load_configuration  # Hydra's own
+_HYDRAS_MODE = Hydra.get_mode
 _state = {"enabled": True}
 UNCACHED_KEYS = ("hydra.searchpath", "hydra.job.env_copy")
 
@@ -55,6 +61,7 @@ UNCACHED_KEYS = ("hydra.searchpath", "hydra.job.env_copy")
 def install() -> None:
     """Route ConfigLoaderImpl.load_configuration through the cache (idempotent)."""
     ConfigLoaderImpl.load_configuration = _load_configuration
+    Hydra.get_mode = _get_mode
 
 
 @contextlib.contextmanager
@@ -100,6 +107,18 @@ def _load_configuration(self: ConfigLoaderImpl, config_name: str | None, overrid
         return _with_values(base, parsed, values, JobRuntime().get("name") if unnamed else None)
     except OmegaConfBaseException as e:
         raise ConfigCompositionException().with_traceback(sys.exc_info()[2]) from e
+
+
+def _get_mode(self: Hydra, config_name: str | None, overrides: list[str]) -> Any:
+    """Hydra.get_mode's answer (hydra.mode: RUN, MULTIRUN or None) from the RUN composition (module docstring)."""
+    if _state["enabled"]:
+        try:
+            if not any(o.is_sweep_override() for o in OverridesParser.create().parse_overrides(list(overrides))):
+                return self.compose_config(config_name=config_name, overrides=list(overrides), run_mode=RunMode.RUN,
+                                           with_log_configuration=False).hydra.mode
+        except Exception:  # noqa: BLE001 - Hydra's own get_mode decides (it answers None for a config it cannot compose)
+            pass
+    return _HYDRAS_MODE(self, config_name, overrides)
 
 
 def _split(loader: ConfigLoaderImpl, overrides: list[str]) -> tuple[list[Any], list[str], list[Any]] | None:
