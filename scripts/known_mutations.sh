@@ -45,4 +45,8 @@ mutate stop_raise_in_finalizer tokenizer/stop.py "    if not _in_finalizer(frame
     tests/tokenizer/test_stop.py
 mutate stop_check_before_commit tokenizer/outputs.py "        check_stop()  # a Ctrl-C whose raise was dropped" \
     "        pass  # a Ctrl-C whose raise was dropped" tests/tokenizer/test_stop.py
+mutate compose_cache_get_mode experiments/config/compose_cache.py "with_log_configuration=False).hydra.mode" \
+    "with_log_configuration=False).hydra.mode and None" tests/experiments/test_compose_cache.py
+mutate slurm_result_seen_late experiments/sweep/slurm.py "            self._sleep(poll_s)" \
+    "            self._sleep(delay)" tests/experiments/test_slurm_pack.py
 exit $survived
