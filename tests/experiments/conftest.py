@@ -86,8 +86,11 @@ def exit_status(entry, monkeypatch, argv: list[str]) -> int:
 
     What a Hydra app leaves in the process is put back afterwards: its global state (cleared before and after) and
     the root logger, which Hydra points at the stdout of the moment and at <run dir>/<job>.log (left there, a later
-    test's log line would go to a closed capture and print a logging error instead)."""
+    test's log line would go to a closed capture and print a logging error instead). Hydra re-raises an app's
+    error instead of reporting it when it thinks a debugger runs (sys.gettrace() set: coverage's tracer under `make
+    coverage` too); a shell runs no tracer, so here it never thinks so."""
     monkeypatch.setattr(sys, "argv", list(argv))
+    monkeypatch.setattr("hydra._internal.utils.is_under_debugger", lambda: False)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     GlobalHydra.instance().clear()
