@@ -59,14 +59,14 @@ UNCACHED_KEYS = ("hydra.searchpath", "hydra.job.env_copy")
 
 
 def install() -> None:
-    """Route ConfigLoaderImpl.load_configuration through the cache (idempotent)."""
+    """Route ConfigLoaderImpl.load_configuration and Hydra.get_mode through the cache (idempotent)."""
     ConfigLoaderImpl.load_configuration = _load_configuration
     Hydra.get_mode = _get_mode
 
 
 @contextlib.contextmanager
 def uncached() -> Iterator[None]:
-    """Hydra's own composition for every load inside the block."""
+    """Hydra's own composition (and get_mode) for every load inside the block."""
     before = _state["enabled"]
     _state["enabled"] = False
     try:

@@ -166,16 +166,18 @@ def test_a_sweeps_jobs_compose_as_hydras_launchers_compose_them(master, jobs):
             assert job(overrides) == want
 
 
+# (overrides, whether Hydra's own get_mode must answer: a sweep value, or a config the RUN composition refuses)
 MODE_CASES = [
-    [], ["seed=3"], ["model=tiny", "train.steps=2", "logger=disabled"], ["experiment=pos_encodings"],
-    ["hydra.mode=MULTIRUN"], ["seed=1", "hydra.mode=RUN"], ["model=tiny", "hydra.mode=MULTIRUN", "seed=2"],
-    ["seed=1,2"], ["model/pos=rope,alibi", "hydra.mode=RUN"],  # sweeps: Hydra's own get_mode
-    ["model=nosuch"], ["seed=[1"], ["seed=abc"], ["trian.steps=3"],  # what cannot compose
+    ([], False), (["seed=3"], False), (["model=tiny", "train.steps=2", "logger=disabled"], False),
+    (["experiment=pos_encodings"], False), (["hydra.mode=MULTIRUN"], False), (["seed=1", "hydra.mode=RUN"], False),
+    (["model=tiny", "hydra.mode=MULTIRUN", "seed=2"], False),
+    (["seed=1,2"], True), (["model/pos=rope,alibi", "hydra.mode=RUN"], True),
+    (["model=nosuch"], True), (["seed=[1"], True), (["seed=abc"], True), (["trian.steps=3"], True),
 ]
 
 
-@pytest.mark.parametrize("overrides", MODE_CASES, ids=lambda o: " ".join(o) or "defaults")
-def test_the_mode_of_a_command_is_the_one_hydras_get_mode_reads(overrides):
+@pytest.mark.parametrize("overrides, hydras_own", MODE_CASES, ids=lambda c: " ".join(c) if isinstance(c, list) else "")
+def test_the_mode_of_a_command_is_the_one_hydras_get_mode_reads(overrides, hydras_own, monkeypatch):
     """Hydra.get_mode (run or multirun?, asked once per command) answers what Hydra's own MULTIRUN composition
     answers, and without a sweep value it composes nothing more than the command's own run will."""
     from hydra import initialize_config_dir
@@ -188,15 +190,9 @@ def test_the_mode_of_a_command_is_the_one_hydras_get_mode_reads(overrides):
         hydra = GlobalHydra.instance().hydra
         with compose_cache.uncached():
             want = hydra.get_mode(config_name="train", overrides=list(overrides))
-        calls = []
-        real = compose_cache._HYDRAS_MODE
-        compose_cache._HYDRAS_MODE = lambda *a: (calls.append(a), real(*a))[1]
-        try:
-            assert hydra.get_mode(config_name="train", overrides=list(overrides)) == want
-        finally:
-            compose_cache._HYDRAS_MODE = real
-    composable = overrides not in (["model=nosuch"], ["seed=[1"], ["seed=abc"], ["trian.steps=3"])
-    sweeps = any("," in o for o in overrides)
-    assert bool(calls) == (sweeps or not composable), calls  # Hydra's full MULTIRUN composition only where needed
+        calls, real = [], compose_cache._HYDRAS_MODE
+        monkeypatch.setattr(compose_cache, "_HYDRAS_MODE", lambda *a: (calls.append(a), real(*a))[1])
+        assert hydra.get_mode(config_name="train", overrides=list(overrides)) == want
+    assert bool(calls) == hydras_own, calls  # Hydra's full MULTIRUN composition only where needed
     if "hydra.mode=MULTIRUN" in overrides:
         assert str(want) == "RunMode.MULTIRUN"

@@ -241,8 +241,8 @@ def test_sbatch_refusing_the_array_leaves_the_sweep_dir_as_it_was(existing, slur
 # -- packed jobs (hydra.launcher.pack=true): one array task trains several runs as one stacked model ---------------
 
 # 200 steps (~2.5 s for the pack): the stop comes a few steps in, as soon as the first metrics line is written
-PACKED = [*TINY, "train.steps=200", "train.eval_interval=100", "train.ckpt_interval=200", "hydra.launcher.pack=true",
-          "seed=0,1"]
+PACKED_RUN = ["train.steps=200", "train.eval_interval=100", "train.ckpt_interval=200"]
+PACKED = [*TINY, *PACKED_RUN, "hydra.launcher.pack=true", "seed=0,1"]
 
 
 def _packed_reference(make_cfg, tmp_path) -> list[Path]:
@@ -251,7 +251,7 @@ def _packed_reference(make_cfg, tmp_path) -> list[Path]:
     from experiments.run.pack import train_packed
 
     dirs = [tmp_path / f"reference{seed}" for seed in (0, 1)]
-    rcs = [validate(make_cfg(*PACKED[len(TINY):-2], f"seed={seed}", run_dir=d))
+    rcs = [validate(make_cfg(*PACKED_RUN, f"seed={seed}", run_dir=d))
            for seed, d in zip((0, 1), dirs)]
     assert [o["status"] for o in train_packed(rcs)] == ["completed", "completed"]
     return dirs
